@@ -1,0 +1,86 @@
+"""Per-node, per-agent credit assignment and normalisation (pure functions).
+
+Each agent's G completions at a node form one sibling group. A completion's value is the mean return
+of the joint actions that contain it: in `align` mode that is its own joint action's return; in `cross`
+mode the mean over the G^(N-1) joint actions it appears in. Using the mean (not the sum) keeps the
+advantage scale the same in both modes. Baseline and scaling are independent switches.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from comlrl.tree import Node
+
+BASELINES = ("mean", "loo", "none")
+SCALES = ("group", "none")
+
+
+def completion_values(
+    joint: Sequence[tuple[int, ...]], returns: Sequence[float], agent: int, num_generations: int
+) -> list[float]:
+    """Mean return of the joint actions containing each of `agent`'s completions."""
+    sums = [0.0] * num_generations
+    counts = [0] * num_generations
+    for action, ret in zip(joint, returns, strict=True):
+        k = action[agent]
+        sums[k] += ret
+        counts[k] += 1
+    if 0 in counts:
+        raise ValueError(f"agent {agent} has a completion that appears in no joint action: counts {counts}")
+    return [s / c for s, c in zip(sums, counts, strict=True)]
+
+
+def group_advantages(
+    values: Sequence[float], baseline: str = "mean", scale: str = "group", eps: float = 1e-6
+) -> list[float] | None:
+    """Advantages of one sibling group, or None when all values are equal (no signal)."""
+    n = len(values)
+    if n < 2:
+        raise ValueError("a sibling group needs at least 2 completions")
+    if baseline not in BASELINES:
+        raise ValueError(f"baseline={baseline!r}; expected one of {BASELINES}")
+    if scale not in SCALES:
+        raise ValueError(f"scale={scale!r}; expected one of {SCALES}")
+    if max(values) - min(values) <= 1e-12:
+        return None
+    mean = sum(values) / n
+    if baseline == "mean":
+        centred = [v - mean for v in values]
+    elif baseline == "loo":  # leave-one-out: baseline of k is the mean of the other n-1
+        total = sum(values)
+        centred = [v - (total - v) / (n - 1) for v in values]
+    else:
+        centred = list(values)
+    if scale == "group":
+        std = math.sqrt(sum((v - mean) ** 2 for v in values) / n)
+        centred = [c / (std + eps) for c in centred]
+    return centred
+
+
+@dataclass
+class AdvantageStats:
+    groups: int = 0
+    skipped: int = 0  # zero-variance groups: no loss
+
+    def to_dict(self) -> dict[str, float]:
+        return {"adv_groups": self.groups, "adv_groups_skipped": self.skipped}
+
+
+def assign_advantages(
+    roots: Sequence[Node], num_agents: int, num_generations: int, baseline: str, scale: str, eps: float
+) -> AdvantageStats:
+    """Fill `node.advantages[agent]` for every node; returns must be backed up first."""
+    stats = AdvantageStats()
+    for root in roots:
+        for node in root.walk():
+            node.advantages = []
+            for agent in range(num_agents):
+                values = completion_values(node.joint, node.returns, agent, num_generations)
+                adv = group_advantages(values, baseline, scale, eps)
+                stats.groups += 1
+                stats.skipped += adv is None
+                node.advantages.append(adv)
+    return stats

@@ -1,0 +1,326 @@
+"""One structured config for a whole run, validated at load time.
+
+`load_config(path, overrides)` merges a YAML file and `key=value` overrides onto the dataclass schema
+below. Any unknown key, wrong type or impossible value raises `ConfigError` with one line that names the
+key and what is allowed, so a bad run fails before it loads a model.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+EMBEDDED_MODEL = "smollm2-135m-instruct"
+
+
+class ConfigError(ValueError):
+    """A bad config value; the message is one line naming the key."""
+
+
+@dataclass
+class LoraConfig:
+    r: int = 8
+    alpha: int = 16
+    dropout: float = 0.0
+    target_modules: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+
+
+@dataclass
+class ModelConfig:
+    name: str = EMBEDDED_MODEL  # alias, local HF dir, .gguf file, or hub id (when online)
+    dtype: str = "float32"  # float32 | bfloat16
+    cache_dir: str | None = None  # where converted models live; default ~/.cache/comlrl/models
+    max_prompt_tokens: int = 768
+    max_new_tokens: int = 160
+    temperature: float = 0.8
+    top_p: float = 1.0
+    gradient_checkpointing: bool = False
+
+
+@dataclass
+class AgentsConfig:
+    mode: str = "lora"  # lora: one frozen base + one adapter per agent | full: a full model per agent
+    models: list[str] | None = None  # full mode only: one model name per agent (heterogeneous agents)
+    lora: LoraConfig = field(default_factory=LoraConfig)
+
+
+@dataclass
+class DatasetConfig:
+    name: str = "easy"  # easy | humaneval | jsonl
+    path: str | None = None  # jsonl file in HumanEval format (name=jsonl)
+    eval_size: int = 8
+    max_problems: int | None = None
+    seed: int = 0
+
+
+@dataclass
+class TaskConfig:
+    name: str = "code_collab"  # code_collab (N=2: helper + entry point) | code_single (N=1)
+
+
+@dataclass
+class AdvantageConfig:
+    baseline: str = "mean"  # mean | loo | none
+    scale: str = "group"  # group (divide by sibling std) | none (Dr.GRPO)
+    eps: float = 1e-6
+
+
+@dataclass
+class LossConfig:
+    aggregation: str = "token_mean"  # token_mean | seq_mean
+    clip_eps: float | None = None  # PPO ratio clip; needed for inner_epochs > 1
+    inner_epochs: int = 1
+    kl_coef: float = 0.0  # KL to the base model (adapters off)
+    micro_batch_size: int = 8
+
+
+@dataclass
+class MagrpoConfig:
+    num_agents: int = 2
+    num_turns: int = 2
+    num_generations: int = 4
+    joint_mode: str = "align"  # align (G joint actions per node) | cross (G^N)
+    early_termination_threshold: float | None = None  # raw reward units; null disables
+    discount: float = 1.0
+    advantage: AdvantageConfig = field(default_factory=AdvantageConfig)
+    loss: LossConfig = field(default_factory=LossConfig)
+    learning_rate: float = 2e-4
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    warmup_steps: int = 0
+    lr_schedule: str = "constant"  # constant | linear | cosine (after warmup)
+
+
+@dataclass
+class ExternalConfig:
+    mode: str = "level_feedback"  # level_feedback | level_passed | passed | plain | expert_edits
+    sandbox_slice: Any = 1  # 1 first assert, n>0 first n, 0/null/'all' all, n<0 last |n|
+    include_original_prompt: bool = True
+    include_history: bool = True
+    expert_edits_model: str = "deepseek:deepseek-coder"
+    expert_fallback: str = "level_feedback"
+    expert_timeout_s: float = 60.0
+    expert_max_retries: int = 3
+    expert_concurrency: int = 4
+    expert_max_tokens: int = 512
+    expert_cache_dir: str | None = None
+
+
+@dataclass
+class SandboxConfig:
+    workers: int = 0  # 0 = one per core
+    timeout_s: float = 5.0
+    memory_mb: int = 512
+    isolation: str = "auto"  # auto | bwrap | unshare | subprocess
+    cache: bool = True
+
+
+@dataclass
+class TrainingConfig:
+    steps: int = 8
+    trees_per_step: int = 1  # trees (problems) per rank per optimizer step
+    eval_every: int = 0  # 0 = only before and after training
+    eval_size: int | None = None  # cap on eval problems; null = whole eval split
+    save_every: int = 0  # 0 = only at the end
+    output_dir: str = "runs/latest"
+    seed: int = 0
+    resume: bool = False
+    torch_threads: int = 0  # 0 = leave torch's default
+
+
+@dataclass
+class LoggingConfig:
+    tensorboard: bool = True
+    wandb: bool = False
+    wandb_project: str = "comlrl"
+    progress_bar: bool = True
+
+
+@dataclass
+class RunConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    agents: AgentsConfig = field(default_factory=AgentsConfig)
+    dataset: DatasetConfig = field(default_factory=DatasetConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
+    magrpo: MagrpoConfig = field(default_factory=MagrpoConfig)
+    external: ExternalConfig = field(default_factory=ExternalConfig)
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    training: TrainingConfig = field(default_factory=TrainingConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+
+
+CHOICES: dict[str, tuple[str, ...]] = {
+    "model.dtype": ("float32", "bfloat16"),
+    "agents.mode": ("lora", "full"),
+    "dataset.name": ("easy", "humaneval", "jsonl"),
+    "task.name": ("code_collab", "code_single"),
+    "magrpo.joint_mode": ("align", "cross"),
+    "magrpo.advantage.baseline": ("mean", "loo", "none"),
+    "magrpo.advantage.scale": ("group", "none"),
+    "magrpo.loss.aggregation": ("token_mean", "seq_mean"),
+    "magrpo.lr_schedule": ("constant", "linear", "cosine"),
+    "external.mode": ("level_feedback", "level_passed", "passed", "plain", "expert_edits"),
+    "external.expert_fallback": ("level_feedback", "level_passed", "passed", "plain"),
+    "sandbox.isolation": ("auto", "bwrap", "unshare", "subprocess"),
+}
+
+TASK_AGENTS = {"code_collab": 2, "code_single": 1}
+_ = MISSING  # re-exported for schema users
+
+
+def _get(cfg: RunConfig, dotted: str) -> Any:
+    obj: Any = cfg
+    for part in dotted.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _require(ok: bool, key: str, value: Any, allowed: str) -> None:
+    if not ok:
+        raise ConfigError(f"config error: {key}={value!r} is not allowed; expected {allowed}")
+
+
+def normalize_slice(value: Any) -> int | None:
+    """`external.sandbox_slice` as an int (first n / last |n|) or None for all asserts."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("all", "none", "null")):
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ConfigError(
+            f"config error: external.sandbox_slice={value!r} is not allowed; expected an integer, 0, 'all' or null"
+        )
+    try:
+        n = int(value)
+    except ValueError:
+        raise ConfigError(
+            f"config error: external.sandbox_slice={value!r} is not allowed; expected an integer, 0, 'all' or null"
+        ) from None
+    return None if n == 0 else n
+
+
+def validate(cfg: RunConfig) -> RunConfig:
+    """Check values the schema's types cannot express; raises ConfigError naming the first bad key."""
+    for key, allowed in CHOICES.items():
+        value = _get(cfg, key)
+        _require(value in allowed, key, value, "one of: " + ", ".join(allowed))
+    m = cfg.magrpo
+    _require(m.num_agents >= 1, "magrpo.num_agents", m.num_agents, "an integer >= 1")
+    _require(m.num_turns >= 1, "magrpo.num_turns", m.num_turns, "an integer >= 1")
+    _require(m.num_generations >= 2, "magrpo.num_generations", m.num_generations,
+             "an integer >= 2 (advantages compare siblings)")
+    _require(0.0 <= m.discount <= 1.0, "magrpo.discount", m.discount, "a number in [0, 1]")
+    _require(m.learning_rate > 0, "magrpo.learning_rate", m.learning_rate, "a number > 0")
+    _require(m.max_grad_norm > 0, "magrpo.max_grad_norm", m.max_grad_norm, "a number > 0")
+    _require(m.warmup_steps >= 0, "magrpo.warmup_steps", m.warmup_steps, "an integer >= 0")
+    thr = m.early_termination_threshold
+    _require(thr is None or math.isfinite(thr), "magrpo.early_termination_threshold", thr, "a finite number or null")
+    loss = m.loss
+    _require(loss.inner_epochs >= 1, "magrpo.loss.inner_epochs", loss.inner_epochs, "an integer >= 1")
+    _require(loss.clip_eps is None or loss.clip_eps > 0, "magrpo.loss.clip_eps", loss.clip_eps, "a number > 0 or null")
+    _require(loss.inner_epochs == 1 or loss.clip_eps is not None, "magrpo.loss.inner_epochs", loss.inner_epochs,
+             "1 unless magrpo.loss.clip_eps is set (several epochs need the ratio clip)")
+    _require(loss.kl_coef >= 0, "magrpo.loss.kl_coef", loss.kl_coef, "a number >= 0")
+    _require(loss.micro_batch_size >= 1, "magrpo.loss.micro_batch_size", loss.micro_batch_size, "an integer >= 1")
+    _require(m.advantage.eps > 0, "magrpo.advantage.eps", m.advantage.eps, "a number > 0")
+    want = TASK_AGENTS[cfg.task.name]
+    _require(m.num_agents == want, "magrpo.num_agents", m.num_agents, f"{want} for task.name={cfg.task.name}")
+    if m.joint_mode == "cross":
+        per_node = m.num_generations ** m.num_agents
+        _require(per_node <= 4096, "magrpo.num_generations", m.num_generations,
+                 f"a value with num_generations**num_agents <= 4096 in cross mode (got {per_node})")
+    cfg.external.sandbox_slice = normalize_slice(cfg.external.sandbox_slice)
+    mc = cfg.model
+    _require(mc.max_new_tokens >= 1, "model.max_new_tokens", mc.max_new_tokens, "an integer >= 1")
+    _require(mc.max_prompt_tokens >= 16, "model.max_prompt_tokens", mc.max_prompt_tokens, "an integer >= 16")
+    _require(mc.temperature > 0, "model.temperature", mc.temperature, "a number > 0")
+    _require(0 < mc.top_p <= 1, "model.top_p", mc.top_p, "a number in (0, 1]")
+    a = cfg.agents
+    if a.mode == "full" and a.models is not None:
+        _require(len(a.models) == m.num_agents, "agents.models", list(a.models),
+                 f"a list of {m.num_agents} model names (one per agent)")
+    _require(a.lora.r >= 1, "agents.lora.r", a.lora.r, "an integer >= 1")
+    d = cfg.dataset
+    _require(d.name != "jsonl" or bool(d.path), "dataset.path", d.path, "a JSONL file when dataset.name=jsonl")
+    _require(d.eval_size >= 0, "dataset.eval_size", d.eval_size, "an integer >= 0")
+    _require(d.max_problems is None or d.max_problems >= 1, "dataset.max_problems", d.max_problems,
+             "an integer >= 1 or null")
+    s = cfg.sandbox
+    _require(s.workers >= 0, "sandbox.workers", s.workers, "an integer >= 0 (0 = one per core)")
+    _require(s.timeout_s > 0, "sandbox.timeout_s", s.timeout_s, "a number > 0")
+    _require(s.memory_mb >= 64, "sandbox.memory_mb", s.memory_mb, "an integer >= 64")
+    t = cfg.training
+    _require(t.steps >= 0, "training.steps", t.steps, "an integer >= 0")
+    _require(t.trees_per_step >= 1, "training.trees_per_step", t.trees_per_step, "an integer >= 1")
+    _require(t.eval_every >= 0, "training.eval_every", t.eval_every, "an integer >= 0")
+    _require(t.save_every >= 0, "training.save_every", t.save_every, "an integer >= 0")
+    _require(t.torch_threads >= 0, "training.torch_threads", t.torch_threads, "an integer >= 0")
+    _require(bool(t.output_dir), "training.output_dir", t.output_dir, "a directory path")
+    return cfg
+
+
+def validate_threshold(cfg: RunConfig, reward_range: tuple[float, float]) -> None:
+    """The termination threshold is in raw reward units: refuse one the task's rewards can never pass."""
+    thr = cfg.magrpo.early_termination_threshold
+    lo, hi = reward_range
+    if thr is not None and not (lo <= thr < hi):
+        raise ConfigError(
+            f"config error: magrpo.early_termination_threshold={thr!r} is not allowed; expected a number in "
+            f"[{lo}, {hi}) (the reward range of task {cfg.task.name}) or null"
+        )
+
+
+def _one_line(exc: OmegaConfBaseException) -> str:
+    key = getattr(exc, "full_key", None)
+    msg = str(exc).splitlines()[0].strip()
+    return f"config error: {key}: {msg}" if key else f"config error: {msg}"
+
+
+def _blame(exc: OmegaConfBaseException, base: list[DictConfig], overrides: list[str] | tuple[str, ...]) -> str:
+    """Name the key: OmegaConf leaves it out when a whole section is replaced by a scalar."""
+    if getattr(exc, "full_key", None) or not overrides:
+        return _one_line(exc)
+    for item in overrides:
+        try:
+            OmegaConf.to_object(OmegaConf.merge(*base, OmegaConf.from_dotlist([item])))
+        except OmegaConfBaseException as one:
+            key = item.split("=", 1)[0]
+            return f"config error: {key}: {str(one).splitlines()[0].strip()}"
+    return _one_line(exc)
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
+    """Merge schema defaults, a YAML file and dotlist overrides, then validate."""
+    schema = OmegaConf.structured(RunConfig)
+    layers: list[DictConfig] = [schema]
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config error: config file {str(p)!r} does not exist")
+        try:
+            loaded = OmegaConf.load(p)
+        except Exception as exc:  # YAML syntax errors come in many types
+            raise ConfigError(f"config error: {p}: {str(exc).splitlines()[0]}") from None
+        if not isinstance(loaded, DictConfig):
+            raise ConfigError(f"config error: {p} must hold a mapping of sections, not a list")
+        layers.append(loaded)
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"config error: override {item!r} is not of the form key=value")
+    try:
+        if overrides:
+            layers.append(OmegaConf.from_dotlist(list(overrides)))
+        merged = OmegaConf.merge(*layers)
+        cfg = OmegaConf.to_object(merged)
+    except OmegaConfBaseException as exc:
+        raise ConfigError(_blame(exc, layers[:-1] if overrides else layers, overrides)) from None
+    assert isinstance(cfg, RunConfig)
+    return validate(cfg)
+
+
+def to_yaml(cfg: RunConfig) -> str:
+    """The resolved config as YAML, loadable again by `load_config`."""
+    return OmegaConf.to_yaml(OmegaConf.structured(cfg))

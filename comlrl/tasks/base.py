@@ -1,0 +1,51 @@
+"""The data every task shares (`Problem`) and the interface the trainer drives (`Task`).
+
+Plain data crosses package boundaries: a `Problem` is a frozen record in HumanEval format, and a
+`Task` turns problems into chat messages and agent completions into rewards, so the trainer never
+needs to know what the agents are asked to do.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One function-writing problem in HumanEval format.
+
+    `prompt` holds imports, the signature and a docstring; `test` defines `check(candidate)`;
+    `canonical_solution` (a body, HumanEval style) is optional and only used to validate data sets.
+    """
+
+    task_id: str
+    prompt: str
+    entry_point: str
+    test: str
+    canonical_solution: str | None = None
+
+
+class Task(ABC):
+    """Dataset + roles + prompts + scoring for `num_agents` collaborating agents."""
+
+    num_agents: int
+    role_names: list[str]
+    reward_range: tuple[float, float]
+
+    @abstractmethod
+    def load(self, dataset_cfg: Any) -> tuple[list[Problem], list[Problem]]:
+        """Train and eval problems for a dataset config (name, path, eval_size, max_problems, seed)."""
+
+    @abstractmethod
+    def initial_messages(self, problem: Problem) -> list[list[dict[str, str]]]:
+        """First-turn chat messages, one list per agent."""
+
+    @abstractmethod
+    def role_instructions(self, agent: int) -> str:
+        """What agent `agent` must write; reused by the feedback prompts of later turns."""
+
+    @abstractmethod
+    def score(self, items: list[tuple[Problem, list[str]]]) -> list[Any]:
+        """One `sandbox.rewards.CodeReward` per (problem, completions per agent) item, in order."""

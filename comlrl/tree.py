@@ -1,0 +1,110 @@
+"""The turn tree: nodes, joint actions, early termination and return backup.
+
+Pure Python (no torch, no models) so every shape and number is unit-testable. A node holds, for one
+turn, each agent's prompt and its G sampled completions; its joint actions combine one completion per
+agent (`align`: the g-th of each, G per node; `cross`: the Cartesian product, G^N per node, never across
+nodes). Every joint action of a node that continues gets a child node for the next turn.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+JOINT_MODES = ("align", "cross")
+
+
+def joint_actions(num_agents: int, num_generations: int, mode: str) -> list[tuple[int, ...]]:
+    """Completion indices per agent for each joint action of one node."""
+    if num_agents < 1 or num_generations < 1:
+        raise ValueError(f"need num_agents >= 1 and num_generations >= 1, got {num_agents}, {num_generations}")
+    if mode == "align":
+        return [(g,) * num_agents for g in range(num_generations)]
+    if mode == "cross":
+        return list(itertools.product(range(num_generations), repeat=num_agents))
+    raise ValueError(f"joint_mode={mode!r} is not allowed; expected one of: {', '.join(JOINT_MODES)}")
+
+
+def should_terminate(rewards: list[float], threshold: float | None) -> bool:
+    """A node stops expanding when the mean immediate reward of its joint actions exceeds the threshold."""
+    return threshold is not None and len(rewards) > 0 and sum(rewards) / len(rewards) > threshold
+
+
+@dataclass
+class Node:
+    """One turn of one tree: per-agent prompts, G completions per agent, scored joint actions."""
+
+    id: str
+    turn: int  # 1-based
+    root: int  # index of the tree (problem) in its batch
+    messages: list[list[dict]]  # per agent: the chat prompt
+    parent: str | None = None
+    parent_action: int | None = None
+    completions: list[list[Any]] = field(default_factory=list)  # [agent][g]
+    joint: list[tuple[int, ...]] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)  # immediate reward per joint action
+    details: list[Any] = field(default_factory=list)  # task's reward breakdown per joint action
+    returns: list[float] = field(default_factory=list)
+    advantages: list[list[float] | None] = field(default_factory=list)  # [agent][g], None = no signal
+    children: dict[int, Node] = field(default_factory=dict)  # joint-action index -> child
+    terminated: bool = False  # stopped early by the threshold
+
+    def child_id(self, action: int) -> str:
+        return f"{self.id}.{action}"
+
+    def walk(self) -> Iterator[Node]:
+        """This node and its descendants, parents before children."""
+        yield self
+        for action in sorted(self.children):
+            yield from self.children[action].walk()
+
+    def is_leaf(self) -> bool:
+        return not self.children
+
+
+def backup_returns(node: Node, discount: float) -> list[float]:
+    """R_j = r_j + discount * mean(returns of j's child node); a joint action without a child is a leaf."""
+    returns = []
+    for j, reward in enumerate(node.rewards):
+        child = node.children.get(j)
+        if child is None:
+            returns.append(float(reward))
+        else:
+            child_returns = backup_returns(child, discount)
+            returns.append(float(reward) + discount * sum(child_returns) / len(child_returns))
+    node.returns = returns
+    return returns
+
+
+@dataclass
+class TreeStats:
+    """Counters of one batch of trees, per turn (index 0 = turn 1)."""
+
+    nodes: list[int]
+    pruned: list[int]
+    joint_actions: list[int]
+    leaves: int
+
+    @staticmethod
+    def of(roots: list[Node], num_turns: int) -> TreeStats:
+        nodes = [0] * num_turns
+        pruned = [0] * num_turns
+        joint = [0] * num_turns
+        leaves = 0
+        for root in roots:
+            for node in root.walk():
+                t = node.turn - 1
+                nodes[t] += 1
+                pruned[t] += int(node.terminated)
+                joint[t] += len(node.rewards)
+                leaves += sum(1 for j in range(len(node.rewards)) if j not in node.children)
+        return TreeStats(nodes=nodes, pruned=pruned, joint_actions=joint, leaves=leaves)
+
+
+def expected_counts(num_agents: int, num_generations: int, num_turns: int, mode: str) -> tuple[list[int], list[int]]:
+    """Nodes and joint-action rewards per turn of one tree when nothing terminates early."""
+    per_node = len(joint_actions(num_agents, num_generations, mode))
+    nodes = [per_node**t for t in range(num_turns)]
+    return nodes, [n * per_node for n in nodes]

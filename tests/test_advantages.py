@@ -1,0 +1,121 @@
+"""Credit assignment and normalisation; align and cross must give advantages on the same scale."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from comlrl.advantages import assign_advantages, completion_values, group_advantages
+from comlrl.tree import Node, joint_actions
+
+
+def test_align_values_are_own_returns():
+    joint = joint_actions(2, 3, "align")
+    assert completion_values(joint, [1.0, 2.0, 3.0], 0, 3) == [1.0, 2.0, 3.0]
+    assert completion_values(joint, [1.0, 2.0, 3.0], 1, 3) == [1.0, 2.0, 3.0]
+
+
+def test_cross_values_are_means_over_partners():
+    joint = joint_actions(2, 2, "cross")  # (0,0) (0,1) (1,0) (1,1)
+    returns = [1.0, 3.0, 5.0, 7.0]
+    assert completion_values(joint, returns, 0, 2) == [2.0, 6.0]
+    assert completion_values(joint, returns, 1, 2) == [3.0, 5.0]
+
+
+def test_baselines_and_scales_by_hand():
+    v = [1.0, 2.0, 3.0, 6.0]  # mean 3, population std sqrt(3.5)
+    std = math.sqrt(3.5)
+    assert group_advantages(v, "mean", "none") == [-2.0, -1.0, 0.0, 3.0]
+    assert group_advantages(v, "loo", "none") == pytest.approx([1 - 11 / 3, 2 - 10 / 3, 3 - 3, 6 - 2])
+    assert group_advantages(v, "none", "none") == v
+    assert group_advantages(v, "mean", "group", eps=0.0) == pytest.approx([-2 / std, -1 / std, 0, 3 / std])
+    # loo is mean-centred scaled by n/(n-1)
+    loo = group_advantages(v, "loo", "group", eps=0.0)
+    mean = group_advantages(v, "mean", "group", eps=0.0)
+    assert loo == pytest.approx([x * 4 / 3 for x in mean])
+
+
+def test_zero_variance_group_has_no_signal():
+    assert group_advantages([0.5, 0.5, 0.5], "mean", "group") is None
+    assert group_advantages([2.0, 2.0], "none", "none") is None
+
+
+def test_bad_switches_raise():
+    with pytest.raises(ValueError):
+        group_advantages([1.0, 2.0], "max", "group")
+    with pytest.raises(ValueError):
+        group_advantages([1.0, 2.0], "mean", "std")
+    with pytest.raises(ValueError):
+        group_advantages([1.0], "mean", "group")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(-10, 10, allow_nan=False), min_size=2, max_size=8))
+def test_group_scaled_advantages_have_zero_mean_unit_std(values):
+    adv = group_advantages(values, "mean", "group", eps=0.0)
+    if adv is None:
+        assert max(values) - min(values) <= 1e-12
+        return
+    if statistics.pstdev(values) < 1e-6:
+        return
+    assert sum(adv) == pytest.approx(0.0, abs=1e-6)
+    assert statistics.pstdev(adv) == pytest.approx(1.0, rel=1e-6)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(2, 4), st.lists(st.floats(0, 4, allow_nan=False), min_size=4, max_size=4))
+def test_align_and_cross_share_scale_for_additive_rewards(g_unused, per_completion):
+    """Reward = quality of agent-0's pick + quality of agent-1's pick. With mean crediting, cross
+    gives each completion the same centred value as align does (the sum would scale by G^(N-1))."""
+    g = len(per_completion)
+    q0 = per_completion
+    q1 = list(reversed(per_completion))
+    align = joint_actions(2, g, "align")
+    cross = joint_actions(2, g, "cross")
+    r_align = [q0[a] + q1[b] for a, b in align]
+    r_cross = [q0[a] + q1[b] for a, b in cross]
+    for agent, q in ((0, q0), (1, q1)):
+        va = group_advantages(completion_values(align, r_align, agent, g), "mean", "none")
+        vc = group_advantages(completion_values(cross, r_cross, agent, g), "mean", "none")
+        if vc is None:
+            continue
+        expected = [x - sum(q) / g for x in q]
+        assert vc == pytest.approx(expected, abs=1e-9)
+        # align mixes in the partner's quality; both are centred, bounded by the same reward range
+        assert max(abs(x) for x in vc) <= 4 + 1e-9
+        if va is not None:
+            assert max(abs(x) for x in va) <= 8 + 1e-9
+
+
+def test_same_reward_table_same_scale_in_both_modes():
+    """A reward table where agent 1 is irrelevant: cross advantages equal align advantages exactly."""
+    g = 4
+    q = [0.0, 1.0, 3.0, 4.0]
+    align, cross = joint_actions(2, g, "align"), joint_actions(2, g, "cross")
+    ra = [q[a] for a, _ in align]
+    rc = [q[a] for a, _ in cross]
+    for scale in ("group", "none"):
+        a = group_advantages(completion_values(align, ra, 0, g), "mean", scale)
+        c = group_advantages(completion_values(cross, rc, 0, g), "mean", scale)
+        assert a == pytest.approx(c)
+    assert group_advantages(completion_values(cross, rc, 1, g), "mean", "group") is None
+
+
+def test_assign_advantages_over_a_tree_counts_skipped_groups():
+    root = Node(id="0", turn=1, root=0, messages=[], joint=joint_actions(2, 2, "cross"))
+    root.returns = [1.0, 1.0, 3.0, 3.0]  # agent 1 irrelevant -> its group is skipped
+    stats = assign_advantages([root], 2, 2, "mean", "none", 1e-6)
+    assert root.advantages[0] == [-1.0, 1.0] and root.advantages[1] is None
+    assert (stats.groups, stats.skipped) == (2, 1)
+
+
+def test_every_completion_is_credited_in_cross():
+    for n, g in itertools.product((1, 2, 3), (2, 3)):
+        joint = joint_actions(n, g, "cross")
+        for agent in range(n):
+            assert len(completion_values(joint, [1.0] * len(joint), agent, g)) == g

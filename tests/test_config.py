@@ -1,0 +1,104 @@
+"""Config schema: defaults, YAML + overrides, one-line errors naming the key."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from comlrl.config import ConfigError, RunConfig, load_config, to_yaml, validate_threshold
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize(
+    "override,needle",
+    [
+        ("magrpo.joint_mode=crossed", "magrpo.joint_mode='crossed' is not allowed; expected one of: align, cross"),
+        ("magrpo.num_generations=1", "magrpo.num_generations=1"),
+        ("magrpo.num_turns=-1", "magrpo.num_turns=-1"),
+        ("external.sandbox_slice=1.5", "external.sandbox_slice=1.5"),
+        ("external.sandbox_slice=first", "external.sandbox_slice='first'"),
+        ("magrpo.colour=red", "magrpo.colour"),
+        ("magrpo.num_turns=two", "magrpo.num_turns"),
+        ("training=3", "training"),
+        ("external.mode=loud", "external.mode='loud'"),
+        ("magrpo.discount=1.5", "magrpo.discount=1.5"),
+        ("magrpo.num_agents=3", "magrpo.num_agents=3 is not allowed; expected 2 for task.name=code_collab"),
+        ("dataset.name=jsonl", "dataset.path=None"),
+        ("magrpo.loss.inner_epochs=2", "magrpo.loss.inner_epochs=2"),
+        ("sandbox.isolation=docker", "sandbox.isolation='docker'"),
+        ("nonsense", "override 'nonsense' is not of the form key=value"),
+    ],
+)
+def test_bad_values_name_the_key(override, needle):
+    with pytest.raises(ConfigError) as err:
+        load_config(None, [override])
+    msg = str(err.value)
+    assert needle in msg and "\n" not in msg and msg.startswith("config error:")
+
+
+@pytest.mark.parametrize(
+    "value,expected", [("1", 1), ("3", 3), ("-1", -1), ("0", None), ("all", None), ("null", None), ("ALL", None)]
+)
+def test_sandbox_slice_forms(value, expected):
+    assert load_config(None, [f"external.sandbox_slice={value}"]).external.sandbox_slice == expected
+
+
+def test_defaults_and_overrides_round_trip(tmp_path):
+    cfg = load_config(ROOT / "configs" / "align_T2_G4.yaml", ["magrpo.discount=0.9", "training.steps=3"])
+    assert isinstance(cfg, RunConfig)
+    assert (cfg.magrpo.num_agents, cfg.magrpo.num_turns, cfg.magrpo.num_generations) == (2, 2, 4)
+    assert cfg.magrpo.joint_mode == "align" and cfg.magrpo.discount == 0.9 and cfg.training.steps == 3
+    path = tmp_path / "resolved.yaml"
+    path.write_text(to_yaml(cfg))
+    assert load_config(path) == cfg
+
+
+def test_cross_config_differs_only_in_joint_mode():
+    a = load_config(ROOT / "configs" / "align_T2_G4.yaml")
+    c = load_config(ROOT / "configs" / "cross_T2_G4.yaml")
+    assert c.magrpo.joint_mode == "cross"
+    c.magrpo.joint_mode = "align"
+    c.training.output_dir = a.training.output_dir
+    assert a == c
+
+
+def test_missing_file_and_bad_yaml(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("magrpo: [1, 2\n")
+    with pytest.raises(ConfigError, match="bad.yaml"):
+        load_config(bad)
+    listy = tmp_path / "list.yaml"
+    listy.write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match="mapping"):
+        load_config(listy)
+
+
+def test_threshold_validated_against_reward_range():
+    cfg = load_config(None, ["magrpo.early_termination_threshold=5.0"])
+    with pytest.raises(ConfigError, match=r"early_termination_threshold=5.0 .*\[0.0, 4.0\)"):
+        validate_threshold(cfg, (0.0, 4.0))
+    validate_threshold(load_config(None, ["magrpo.early_termination_threshold=3.5"]), (0.0, 4.0))
+    validate_threshold(load_config(None), (0.0, 4.0))
+
+
+def test_cli_prints_resolved_config_and_fails_with_one_line():
+    ok = subprocess.run(
+        [sys.executable, "scripts/train.py", "--config", "configs/align_T2_G4.yaml", "--print-config",
+         "magrpo.num_generations=3"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert "num_generations: 3" in ok.stdout and "joint_mode: align" in ok.stdout
+    bad = subprocess.run(
+        [sys.executable, "scripts/train.py", "--config", "configs/align_T2_G4.yaml", "magrpo.joint_mode=crossed"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines()[-1].startswith("config error: magrpo.joint_mode='crossed'")
+    assert len(bad.stderr.strip().splitlines()) == 1
