@@ -1,0 +1,71 @@
+"""MAGRPO loss: policy-gradient terms per completion token, masked and aggregated explicitly.
+
+Pure tensor functions. A step's samples are processed in micro-batches; each micro-batch's loss is
+divided by the normaliser of the WHOLE step (token count or sequence count), so summing micro-batch
+gradients gives exactly the full-batch `token_mean` or `seq_mean` gradient.
+"""
+
+from __future__ import annotations
+
+import torch
+
+AGGREGATIONS = ("token_mean", "seq_mean")
+
+
+def completion_mask(completion_ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """1 for real completion tokens (up to and including EOS), 0 for padding after them."""
+    positions = torch.arange(completion_ids.shape[1], device=completion_ids.device)
+    return (positions.unsqueeze(0) < lengths.unsqueeze(1)).to(torch.float32)
+
+
+def per_token_loss(
+    logps: torch.Tensor,
+    advantages: torch.Tensor,
+    old_logps: torch.Tensor | None = None,
+    ref_logps: torch.Tensor | None = None,
+    clip_eps: float | None = None,
+    kl_coef: float = 0.0,
+) -> torch.Tensor:
+    """-A * ratio (optionally PPO-clipped) + kl_coef * KL(pi || ref), per token, shape [B, L].
+
+    `old_logps` defaults to `logps.detach()`: ratio 1 with the gradient of log pi, the on-policy case.
+    The KL uses the k3 estimator exp(ref - logp) - (ref - logp) - 1, which is >= 0 and unbiased.
+    """
+    old = logps.detach() if old_logps is None else old_logps
+    ratio = torch.exp(logps - old)
+    adv = advantages.unsqueeze(1)
+    loss = -adv * ratio
+    if clip_eps is not None:
+        clipped = -adv * torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps)
+        loss = torch.maximum(loss, clipped)
+    if kl_coef > 0.0:
+        if ref_logps is None:
+            raise ValueError("kl_coef > 0 needs ref_logps")
+        delta = ref_logps - logps
+        loss = loss + kl_coef * (torch.exp(delta) - delta - 1.0)
+    return loss
+
+
+def aggregate(
+    token_loss: torch.Tensor, mask: torch.Tensor, how: str, normaliser: float
+) -> torch.Tensor:
+    """Sum this micro-batch's share of the step loss.
+
+    token_mean: sum of masked token losses / `normaliser` (= tokens in the whole step).
+    seq_mean:   sum over sequences of (mean of its tokens) / `normaliser` (= sequences in the whole step).
+    """
+    if how == "token_mean":
+        return (token_loss * mask).sum() / normaliser
+    if how == "seq_mean":
+        per_seq = (token_loss * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+        return per_seq.sum() / normaliser
+    raise ValueError(f"aggregation={how!r}; expected one of {AGGREGATIONS}")
+
+
+def step_normaliser(lengths: list[int], how: str) -> float:
+    """Tokens (token_mean) or sequences (seq_mean) of a whole step; at least 1."""
+    if how == "token_mean":
+        return float(max(1, sum(lengths)))
+    if how == "seq_mean":
+        return float(max(1, len(lengths)))
+    raise ValueError(f"aggregation={how!r}; expected one of {AGGREGATIONS}")

@@ -1,0 +1,76 @@
+"""Loss masking, aggregation and micro-batch equivalence, on hand-made tensors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from comlrl.loss import aggregate, completion_mask, per_token_loss, step_normaliser
+
+
+def test_mask_excludes_padding_after_eos():
+    ids = torch.tensor([[5, 6, 2, 0], [7, 2, 0, 0]])
+    mask = completion_mask(ids, torch.tensor([3, 2]))
+    assert mask.tolist() == [[1, 1, 1, 0], [1, 1, 0, 0]]
+
+
+def test_on_policy_gradient_is_minus_advantage_times_grad_logp():
+    logps = torch.tensor([[-1.0, -2.0], [-0.5, -0.1]], requires_grad=True)
+    adv = torch.tensor([2.0, -1.0])
+    mask = torch.tensor([[1.0, 1.0], [1.0, 0.0]])
+    loss = aggregate(per_token_loss(logps, adv), mask, "token_mean", 3.0)
+    assert loss.item() == pytest.approx((-2 - 2 + 1) / 3)  # ratio 1 everywhere
+    loss.backward()
+    assert torch.allclose(logps.grad, torch.tensor([[-2 / 3, -2 / 3], [1 / 3, 0.0]]))
+
+
+def test_padding_never_contributes_even_when_huge():
+    logps = torch.tensor([[-1.0, 1e6]], requires_grad=True)
+    loss = aggregate(per_token_loss(logps, torch.tensor([1.0])), torch.tensor([[1.0, 0.0]]), "token_mean", 1.0)
+    loss.backward()
+    assert logps.grad[0, 1].item() == 0.0 and torch.isfinite(loss)
+
+
+def test_seq_mean_weights_sequences_equally():
+    tok = torch.tensor([[1.0, 1.0, 1.0, 1.0], [4.0, 0.0, 0.0, 0.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0, 1.0], [1.0, 0.0, 0.0, 0.0]])
+    assert aggregate(tok, mask, "seq_mean", 2.0).item() == pytest.approx((1 + 4) / 2)
+    assert aggregate(tok, mask, "token_mean", 5.0).item() == pytest.approx(8 / 5)
+    with pytest.raises(ValueError):
+        aggregate(tok, mask, "sum", 1.0)
+
+
+@pytest.mark.parametrize("how", ["token_mean", "seq_mean"])
+def test_micro_batches_sum_to_full_batch_gradient(how):
+    torch.manual_seed(0)
+    logps = torch.randn(6, 5).requires_grad_()
+    adv = torch.randn(6)
+    lengths = [5, 3, 1, 4, 2, 5]
+    mask = completion_mask(torch.zeros(6, 5), torch.tensor(lengths))
+    norm = step_normaliser(lengths, how)
+    full = aggregate(per_token_loss(logps, adv), mask, how, norm)
+    (g_full,) = torch.autograd.grad(full, logps)
+    total = sum(aggregate(per_token_loss(logps[i:i + 2], adv[i:i + 2]), mask[i:i + 2], how, norm)
+                for i in range(0, 6, 2))
+    (g_micro,) = torch.autograd.grad(total, logps)
+    assert torch.allclose(g_full, g_micro) and torch.allclose(full, total)
+
+
+def test_clip_stops_gradient_beyond_the_trust_region():
+    old = torch.tensor([[0.0, 0.0]])
+    logps = torch.tensor([[0.5, -0.5]], requires_grad=True)  # ratios e^0.5 = 1.65 and e^-0.5 = 0.61
+    loss = per_token_loss(logps, torch.tensor([1.0]), old_logps=old, clip_eps=0.2).sum()
+    loss.backward()
+    # positive advantage: ratio above 1+eps is clipped (no gradient); below 1-eps keeps its gradient
+    assert logps.grad[0, 0].item() == 0.0
+    assert logps.grad[0, 1].item() == pytest.approx(-torch.exp(torch.tensor(-0.5)).item())
+
+
+def test_kl_is_zero_at_reference_and_positive_elsewhere():
+    ref = torch.tensor([[-1.0, -2.0]])
+    same = per_token_loss(ref.clone(), torch.tensor([0.0]), ref_logps=ref, kl_coef=0.5)
+    assert torch.allclose(same, torch.zeros_like(same))
+    other = per_token_loss(torch.tensor([[-0.2, -3.0]]), torch.tensor([0.0]), ref_logps=ref, kl_coef=0.5)
+    assert (other > 0).all()
+    with pytest.raises(ValueError):
+        per_token_loss(ref, torch.tensor([0.0]), kl_coef=0.1)
