@@ -1,0 +1,61 @@
+"""accelerate set-up that fails loudly instead of silently training a different world.
+
+On CPU, accelerate picks no process-group backend and may believe world=1 while the launcher started
+two ranks (or start one rank when asked for two). We pass gloo when distributed without CUDA and refuse
+to start when the launcher's WORLD_SIZE and accelerate's process count disagree.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+
+import torch
+from accelerate import Accelerator
+from accelerate.utils import InitProcessGroupKwargs
+
+
+class WorldSizeError(RuntimeError):
+    """The launcher and accelerate disagree about how many processes train."""
+
+
+def launcher_world_size() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def make_accelerator() -> Accelerator:
+    world = launcher_world_size()
+    handlers = []
+    if world > 1 and not torch.cuda.is_available():
+        handlers.append(InitProcessGroupKwargs(backend="gloo", timeout=timedelta(minutes=30)))
+    accelerator = Accelerator(kwargs_handlers=handlers)
+    real = torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1
+    if accelerator.num_processes != world or real != world:
+        raise WorldSizeError(
+            f"launcher started WORLD_SIZE={world} processes but accelerate sees {accelerator.num_processes} "
+            f"and the process group has {real}; "
+            "on CPU launch with `ACCELERATE_USE_CPU=true accelerate launch --multi_gpu --num_processes N` "
+            "or the DeepSpeed config in configs/accelerate/"
+        )
+    return accelerator
+
+
+def uses_deepspeed(accelerator: Accelerator) -> bool:
+    return accelerator.state.deepspeed_plugin is not None
+
+
+def reduce_sums(accelerator: Accelerator, values: dict[str, float]) -> dict[str, float]:
+    """Sum scalar values over ranks (every rank must pass the same keys in the same order)."""
+    if accelerator.num_processes == 1:
+        return dict(values)
+    keys = sorted(values)
+    t = torch.tensor([float(values[k]) for k in keys], dtype=torch.float64, device=accelerator.device)
+    t = accelerator.reduce(t, reduction="sum")
+    return {k: float(v) for k, v in zip(keys, t.tolist(), strict=True)}
+
+
+def max_over_ranks(accelerator: Accelerator, value: int) -> int:
+    if accelerator.num_processes == 1:
+        return value
+    t = torch.tensor([value], dtype=torch.int64, device=accelerator.device)
+    return int(accelerator.reduce(t, reduction="max").item())

@@ -1,0 +1,417 @@
+"""The MAGRPO training loop: rollout a batch of turn trees, back up returns, one optimizer step.
+
+Works under plain `python`, `accelerate launch` (DDP over gloo on CPU) and DeepSpeed ZeRO. Each rank
+expands different problems; metrics are summed over ranks; only rank 0 writes files.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import random
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from accelerate.utils import gather_object
+
+from comlrl.advantages import assign_advantages
+from comlrl.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from comlrl.config import RunConfig, validate_threshold
+from comlrl.distributed import make_accelerator, max_over_ranks, reduce_sums, uses_deepspeed
+from comlrl.loss import aggregate, per_token_loss, step_normaliser
+from comlrl.rollout import TreeShape, expand_trees, make_roots
+from comlrl.run_outputs import RunWriter, node_records
+from comlrl.tree import Node, TreeStats, backup_returns
+
+log = logging.getLogger("comlrl")
+
+
+@dataclass
+class Components:
+    """Everything a step needs, built once per run."""
+
+    cfg: RunConfig
+    accelerator: Any
+    task: Any
+    sandbox: Any
+    policies: Any
+    model: Any  # the prepared (DDP / DeepSpeed) module
+    optimizer: Any
+    scheduler: Any
+    feedback: Any
+    train: list
+    eval: list
+    counters: dict[str, float] = field(default_factory=dict)
+
+
+def lr_lambda(cfg: RunConfig):
+    m, steps = cfg.magrpo, max(1, cfg.training.steps)
+
+    def factor(step: int) -> float:
+        if m.warmup_steps and step < m.warmup_steps:
+            return (step + 1) / m.warmup_steps
+        if m.lr_schedule == "constant":
+            return 1.0
+        progress = min(1.0, (step - m.warmup_steps) / max(1, steps - m.warmup_steps))
+        if m.lr_schedule == "linear":
+            return 1.0 - progress
+        return 0.5 * (1.0 + math.cos(math.pi * progress))
+
+    return factor
+
+
+def step_problems(n_problems: int, step: int, per_rank: int, rank: int, world: int, seed: int) -> list[int]:
+    """Problem indices this rank expands at `step`: a stateless, seeded draw, so resume needs no sampler state."""
+    rng = random.Random(seed * 1_000_003 + step)
+    need = per_rank * world
+    order: list[int] = []
+    while len(order) < need:
+        block = list(range(n_problems))
+        rng.shuffle(block)
+        order.extend(block)
+    return order[rank * per_rank : (rank + 1) * per_rank]
+
+
+def _history(index: dict[str, Node], node: Node, action: int, num_agents: int) -> list[list[str]]:
+    """Each agent's responses along the path root → node, ending with joint action `action`."""
+    path: list[tuple[Node, int]] = [(node, action)]
+    cur = node
+    while cur.parent is not None:
+        parent = index[cur.parent]
+        path.append((parent, cur.parent_action))
+        cur = parent
+    path.reverse()
+    return [[n.completions[a][n.joint[j][a]].text for n, j in path] for a in range(num_agents)]
+
+
+class Rollout:
+    """The three callables the level-synchronous expander drives, bound to one batch of problems."""
+
+    def __init__(self, comp: Components, problems: list, greedy: bool = False) -> None:
+        self.c, self.problems, self.greedy = comp, problems, greedy
+        self.roots: list[Node] = []
+        self.gen_tokens = 0
+        self.gen_seconds = 0.0
+        self.score_seconds = 0.0
+        self.feedback_seconds = 0.0
+
+    def generate(self, requests: list[tuple[int, list[dict]]], n: int) -> list[list[Any]]:
+        t0 = time.perf_counter()
+        out = self.c.policies.generate(requests, n, greedy=self.greedy)
+        self.gen_seconds += time.perf_counter() - t0
+        self.gen_tokens += sum(len(s.completion_ids) for row in out for s in row)
+        return out
+
+    def score(self, pairs: list[tuple[Node, tuple[int, ...]]]) -> list[tuple[float, Any]]:
+        t0 = time.perf_counter()
+        items = [
+            (self.problems[node.root], [node.completions[a][act[a]].text for a in range(len(act))])
+            for node, act in pairs
+        ]
+        rewards = self.c.task.score(items)
+        self.score_seconds += time.perf_counter() - t0
+        return [(r.total, r) for r in rewards]
+
+    def next_messages(self, pairs: list[tuple[Node, int]]) -> list[list[list[dict]]]:
+        t0 = time.perf_counter()
+        index = {n.id: n for root in self.roots for n in root.walk()}
+        task, n_agents = self.c.task, self.c.cfg.magrpo.num_agents
+        contexts = []
+        for node, j in pairs:
+            problem = self.problems[node.root]
+            contexts.append(
+                self.c.feedback.context(
+                    problem=problem.prompt,
+                    role_names=list(task.role_names),
+                    role_instructions=[task.role_instructions(a) for a in range(n_agents)],
+                    initial_messages=task.initial_messages(problem),
+                    history=_history(index, node, j, n_agents),
+                    reward=node.details[j],
+                )
+            )
+        out = self.c.feedback.build(contexts)
+        self.feedback_seconds += time.perf_counter() - t0
+        return out
+
+    def run(self, shape: TreeShape, tag: str) -> list[Node]:
+        self.roots = make_roots([self.c.task.initial_messages(p) for p in self.problems], tag)
+        return expand_trees(self.roots, shape, self.generate, self.score, self.next_messages)
+
+
+def _turn_sums(roots: list[Node], num_turns: int) -> dict[str, float]:
+    sums: dict[str, float] = {}
+    for t in range(1, num_turns + 1):
+        sums[f"turn_{t}/reward_sum"] = 0.0
+        sums[f"turn_{t}/count"] = 0.0
+        sums[f"turn_{t}/passed"] = 0.0
+    for root in roots:
+        for node in root.walk():
+            sums[f"turn_{node.turn}/reward_sum"] += sum(node.rewards)
+            sums[f"turn_{node.turn}/count"] += len(node.rewards)
+            sums[f"turn_{node.turn}/passed"] += sum(bool(getattr(d, "all_passed", False)) for d in node.details)
+    return sums
+
+
+def _turn_means(sums: dict[str, float], num_turns: int, prefix: str = "") -> dict[str, float]:
+    out: dict[str, float] = {}
+    total_r = total_n = 0.0
+    for t in range(1, num_turns + 1):
+        n = sums[f"turn_{t}/count"]
+        total_r += sums[f"turn_{t}/reward_sum"]
+        total_n += n
+        out[f"{prefix}turn_{t}/reward_mean"] = sums[f"turn_{t}/reward_sum"] / n if n else float("nan")
+        out[f"{prefix}turn_{t}/pass_rate"] = sums[f"turn_{t}/passed"] / n if n else float("nan")
+    out[f"{prefix}reward_mean"] = total_r / total_n if total_n else float("nan")
+    return out
+
+
+def train_on_trees(comp: Components, roots: list[Node]) -> dict[str, float]:
+    """Turn the trees' advantages into one optimizer step (all agents at once)."""
+    cfg, acc, policies, model = comp.cfg, comp.accelerator, comp.policies, comp.model
+    lc = cfg.magrpo.loss
+    items = [
+        (node.completions[a][k], float(adv[k]))
+        for root in roots
+        for node in root.walk()
+        for a, adv in enumerate(node.advantages)
+        if adv is not None
+        for k in range(len(adv))
+    ]
+    lengths = [max(1, len(s.completion_ids)) for s, _ in items]
+    normaliser = step_normaliser(lengths, lc.aggregation)
+    mb = lc.micro_batch_size
+    micro = [items[i : i + mb] for i in range(0, len(items), mb)]
+    n_micro = max_over_ranks(acc, max(1, len(micro)))
+    any_sample = items[0][0] if items else _dummy_sample(roots)
+    trainable = [p for p in policies.trainable_parameters()]
+    deepspeed = uses_deepspeed(acc)
+
+    def logps_of(batch, **kw):
+        return policies.token_logprobs([s for s, _ in batch], module=model, **kw)
+
+    old = ref = None
+    if lc.clip_eps is not None and lc.inner_epochs > 1:
+        with torch.no_grad():
+            old = [logps_of(b)[0].detach() for b in micro]
+    if lc.kl_coef > 0:
+        ref = [logps_of(b, reference=True)[0].detach() for b in micro]
+    loss_sum = 0.0
+    model.train()
+    for _epoch in range(lc.inner_epochs):
+        for i in range(n_micro):
+            real = i < len(micro)
+            batch = micro[i] if real else [(any_sample, 0.0)]
+            last = i == n_micro - 1
+            if deepspeed:
+                model.set_gradient_accumulation_boundary(last)
+            ctx = acc.no_sync(model) if (not last and not deepspeed and acc.num_processes > 1) else nullcontext()
+            with ctx:
+                logps, mask = logps_of(batch)
+                adv = torch.tensor([a for _, a in batch], dtype=logps.dtype, device=logps.device)
+                tok = per_token_loss(
+                    logps, adv,
+                    old_logps=old[i] if (old is not None and real) else None,
+                    ref_logps=ref[i] if (ref is not None and real) else None,
+                    clip_eps=lc.clip_eps, kl_coef=lc.kl_coef if real else 0.0,
+                )
+                loss = aggregate(tok, mask, lc.aggregation, normaliser) * (1.0 if real else 0.0)
+                # a zero term touching every trainable tensor: all ranks reduce the same gradients
+                loss = loss + 0.0 * sum(p.sum() for p in trainable)
+                if deepspeed:  # accelerate's backward would step the engine after every micro-batch
+                    model.backward(loss)
+                else:
+                    acc.backward(loss)
+            loss_sum += float(loss.detach())
+        if deepspeed:  # clips (gradient_clipping from magrpo.max_grad_norm), steps and zeroes
+            model.step()
+            gn = model.get_global_grad_norm()
+        else:
+            gn = acc.clip_grad_norm_(trainable, cfg.magrpo.max_grad_norm)
+            comp.optimizer.step()
+            comp.optimizer.zero_grad(set_to_none=True)
+        grad_norm = float(gn) if gn is not None else float("nan")
+    comp.scheduler.step()
+    return {
+        "loss": loss_sum / lc.inner_epochs,
+        "grad_norm": grad_norm,
+        "samples": float(len(items)),
+        "lr": comp.scheduler.get_last_lr()[0],
+    }
+
+
+def _dummy_sample(roots: list[Node]) -> Any:
+    for root in roots:
+        for node in root.walk():
+            for row in node.completions:
+                if row:
+                    return row[0]
+    raise RuntimeError("no completion to run a zero-weight micro-batch on")
+
+
+def training_step(comp: Components, step: int) -> tuple[dict[str, float], list[dict]]:
+    cfg, acc = comp.cfg, comp.accelerator
+    m = cfg.magrpo
+    t0 = time.perf_counter()
+    idx = step_problems(len(comp.train), step, cfg.training.trees_per_step, acc.process_index,
+                        acc.num_processes, cfg.training.seed)
+    torch.manual_seed(cfg.training.seed * 7919 + step * 101 + acc.process_index)
+    rollout = Rollout(comp, [comp.train[i] for i in idx])
+    shape = TreeShape(m.num_agents, m.num_generations, m.num_turns, m.joint_mode, m.early_termination_threshold)
+    roots = rollout.run(shape, tag="")
+    for root in roots:
+        backup_returns(root, m.discount)
+    adv_stats = assign_advantages(roots, m.num_agents, m.num_generations, m.advantage.baseline,
+                                  m.advantage.scale, m.advantage.eps)
+    t_roll = time.perf_counter() - t0
+    train_stats = train_on_trees(comp, roots)
+    stats = TreeStats.of(roots, m.num_turns)
+    local = {
+        **_turn_sums(roots, m.num_turns),
+        "nodes": sum(stats.nodes), "pruned": sum(stats.pruned), "leaves": stats.leaves,
+        "joint_actions": sum(stats.joint_actions),
+        **{f"turn_{t + 1}/nodes": stats.nodes[t] for t in range(m.num_turns)},
+        **{f"turn_{t + 1}/pruned": stats.pruned[t] for t in range(m.num_turns)},
+        "gen_tokens": rollout.gen_tokens, "gen_seconds": rollout.gen_seconds,
+        "score_seconds": rollout.score_seconds, "feedback_seconds": rollout.feedback_seconds,
+        "adv_groups": adv_stats.groups, "adv_groups_skipped": adv_stats.skipped,
+        "samples": train_stats["samples"], "loss": train_stats["loss"],
+        "return_sum": sum(sum(r.returns) / len(r.returns) for r in roots), "trees": len(roots),
+    }
+    total = reduce_sums(acc, local)
+    world = acc.num_processes
+    metrics: dict[str, float] = {"step": step + 1}
+    metrics.update(_turn_means(total, m.num_turns))
+    metrics["return_mean"] = total["return_sum"] / max(1.0, total["trees"])
+    for key in ("nodes", "pruned", "leaves", "joint_actions", "gen_tokens", "adv_groups", "adv_groups_skipped",
+                "samples", "trees"):
+        metrics[key] = int(total[key])
+    for t in range(1, m.num_turns + 1):
+        metrics[f"turn_{t}/nodes"] = int(total[f"turn_{t}/nodes"])
+        metrics[f"turn_{t}/pruned_frac"] = total[f"turn_{t}/pruned"] / max(1.0, total[f"turn_{t}/nodes"])
+    metrics["pruned_frac"] = total["pruned"] / max(1.0, total["nodes"])
+    metrics["loss"] = total["loss"] / world
+    metrics["grad_norm"] = train_stats["grad_norm"]
+    metrics["lr"] = train_stats["lr"]
+    metrics["rollout_seconds"] = t_roll
+    metrics["gen_seconds"] = total["gen_seconds"] / world
+    metrics["score_seconds"] = total["score_seconds"] / world
+    metrics["feedback_seconds"] = total["feedback_seconds"] / world
+    metrics["tokens_per_s"] = total["gen_tokens"] / max(1e-9, total["gen_seconds"] / world)
+    metrics["prompt_truncations"] = int(getattr(comp.policies, "prompt_truncations", 0))
+    metrics.update({f"feedback/{k}": v for k, v in comp.feedback.metrics().items()})
+    metrics["step_seconds"] = time.perf_counter() - t0
+    prefix = f"s{step + 1}r{acc.process_index}t"
+    records = node_records(roots, step + 1, prefix, m.num_agents)
+    return metrics, records
+
+
+def evaluate(comp: Components, step: int) -> dict[str, float]:
+    """Greedy, one chain per held-out problem (G=1, no early stop): pass@1 and mean reward per turn."""
+    cfg, acc = comp.cfg, comp.accelerator
+    m = cfg.magrpo
+    problems = comp.eval[: cfg.training.eval_size] if cfg.training.eval_size else comp.eval
+    mine = problems[acc.process_index :: acc.num_processes]
+    sums = {k: 0.0 for k in _turn_sums([], m.num_turns)}
+    if mine:
+        rollout = Rollout(comp, mine, greedy=True)
+        roots = rollout.run(TreeShape(m.num_agents, 1, m.num_turns, "align", None), tag="eval")
+        sums = _turn_sums(roots, m.num_turns)
+    sums["problems"] = float(len(mine))
+    total = reduce_sums(acc, sums)
+    means = _turn_means(total, m.num_turns, prefix="eval/")
+    out = {k: v for k, v in means.items() if "/turn_" in k or k == "eval/reward_mean"}
+    out = {k.replace("pass_rate", "pass_at_1"): v for k, v in out.items()}
+    out["eval/pass_at_1"] = out[f"eval/turn_{m.num_turns}/pass_at_1"]
+    out["eval/problems"] = int(total["problems"])
+    return out
+
+
+def build(cfg: RunConfig) -> Components:
+    from comlrl.feedback_bridge import FeedbackBridge
+    from comlrl.policy import AgentPolicies
+    from comlrl.tasks import build_task
+    from sandbox.executor import Sandbox
+
+    acc = make_accelerator()
+    if cfg.training.torch_threads:
+        torch.set_num_threads(cfg.training.torch_threads)
+    random.seed(cfg.training.seed)
+    torch.manual_seed(cfg.training.seed)
+    workers = cfg.sandbox.workers or max(1, (os.cpu_count() or 1) // acc.num_processes)
+    sandbox = Sandbox(workers=workers, timeout_s=cfg.sandbox.timeout_s, memory_mb=cfg.sandbox.memory_mb,
+                      isolation=cfg.sandbox.isolation, cache=cfg.sandbox.cache)
+    task = build_task(cfg.task, sandbox)
+    validate_threshold(cfg, task.reward_range)
+    train, evalset = task.load(cfg.dataset)
+    if not train:
+        raise ValueError(f"dataset {cfg.dataset.name!r} has no training problems")
+    feedback = FeedbackBridge(cfg)
+    policies = AgentPolicies(cfg.model, cfg.agents, cfg.magrpo.num_agents)
+    params = list(policies.trainable_parameters())
+    optimizer = torch.optim.AdamW(params, lr=cfg.magrpo.learning_rate, weight_decay=cfg.magrpo.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg))
+    if uses_deepspeed(acc):
+        acc.state.deepspeed_plugin.deepspeed_config["gradient_clipping"] = cfg.magrpo.max_grad_norm
+    model, optimizer = acc.prepare(policies.module, optimizer)
+    return Components(cfg, acc, task, sandbox, policies, model, optimizer, scheduler, feedback, train, evalset)
+
+
+def run(cfg: RunConfig) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    comp = build(cfg)
+    acc = comp.accelerator
+    out = Path(cfg.training.output_dir)
+    ckpt_root = out / "checkpoints"
+    start = 0
+    if cfg.training.resume:
+        latest = latest_checkpoint(ckpt_root)
+        if latest is None:
+            log.warning("training.resume=true but %s holds no checkpoint: starting from step 0", ckpt_root)
+        else:
+            start = load_checkpoint(acc, comp.model, comp.policies, comp.optimizer, comp.scheduler, latest)
+            log.info("resumed from %s (step %d)", latest, start)
+    writer = RunWriter(cfg, resume_step=start) if acc.is_main_process else None
+    bar = None
+    if acc.is_main_process and cfg.logging.progress_bar:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=cfg.training.steps, initial=start, desc="train", unit="step", dynamic_ncols=True)
+    try:
+        if start == 0 and comp.eval:
+            ev = evaluate(comp, 0)
+            if writer:
+                writer.log({"step": 0, **ev})
+        for step in range(start, cfg.training.steps):
+            metrics, records = training_step(comp, step)
+            done = step + 1
+            last = done == cfg.training.steps
+            if comp.eval and (last or (cfg.training.eval_every and done % cfg.training.eval_every == 0)):
+                metrics.update(evaluate(comp, done))
+            gathered = gather_object(records) if acc.num_processes > 1 else records
+            if writer:
+                writer.log(metrics)
+                writer.write_trees(gathered)
+            if last or (cfg.training.save_every and done % cfg.training.save_every == 0):
+                save_checkpoint(acc, comp.model, comp.policies, comp.optimizer, comp.scheduler, done, ckpt_root)
+            if bar:
+                bar.update(1)
+                bar.set_postfix(reward=f"{metrics['reward_mean']:.3f}", pruned=f"{metrics['pruned_frac']:.2f}",
+                                tok_s=f"{metrics['tokens_per_s']:.0f}")
+        if acc.is_main_process:
+            comp.policies.save(out / "final")
+    finally:
+        if bar:
+            bar.close()
+        if writer:
+            writer.close()
+        comp.sandbox.close()
+    acc.wait_for_everyone()
+    if acc.is_main_process:
+        print(f"done: {cfg.training.steps} steps; outputs in {out.resolve()} "
+              f"(metrics.jsonl, trees.jsonl, tensorboard/, checkpoints/, final/)")
+    return 0
