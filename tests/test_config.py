@@ -102,3 +102,24 @@ def test_cli_prints_resolved_config_and_fails_with_one_line():
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines()[-1].startswith("config error: magrpo.joint_mode='crossed'")
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def _leaves(obj, prefix=""):
+    from dataclasses import fields, is_dataclass
+
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        key = f"{prefix}{f.name}"
+        if is_dataclass(value):
+            yield from _leaves(value, key + ".")
+        else:
+            yield key, value
+
+
+def test_every_key_is_documented_with_its_default():
+    doc = (ROOT / "docs" / "configuration.md").read_text()
+    for key, default in _leaves(RunConfig()):
+        shown = "null" if default is None else str(default).lower() if isinstance(default, bool) else str(default)
+        if isinstance(default, list):
+            shown = "[" + ", ".join(default) + "]"
+        assert f"| `{key}` | `{shown}` |" in doc, f"{key} (default {shown}) missing from docs/configuration.md"
