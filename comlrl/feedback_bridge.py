@@ -4,27 +4,27 @@ from __future__ import annotations
 
 from typing import Any
 
+import feedback
 from comlrl.config import RunConfig
 
 
 class FeedbackBridge:
     def __init__(self, cfg: RunConfig) -> None:
         self.cfg = cfg
+        self.counters = feedback.FeedbackMetrics()
         self.expert = None
-        import feedback
-
-        self._fb = feedback
-        if cfg.external.mode == "expert_edits":
+        if cfg.external.mode == "expert_edits":  # built at start-up: a missing API key fails here
             from comlrl.models import resolve_model_path
 
             self.expert = feedback.make_expert(cfg.external.expert_edits_model, cfg.external,
-                                               resolve_local=resolve_model_path)
+                                               resolve_local=resolve_model_path, metrics=self.counters)
 
-    def context(self, **fields: Any) -> Any:
-        return self._fb.FeedbackContext(**fields)
+    def context(self, **fields: Any) -> feedback.FeedbackContext:
+        return feedback.FeedbackContext(**fields)
 
-    def build(self, contexts: list[Any]) -> list[list[list[dict]]]:
-        return self._fb.build_next_messages(contexts, self.cfg.external, expert=self.expert)
+    def build(self, contexts: list[feedback.FeedbackContext]) -> list[list[list[dict]]]:
+        return feedback.build_next_messages(contexts, self.cfg.external, expert=self.expert, metrics=self.counters)
 
     def metrics(self) -> dict[str, float]:
-        return dict(self.expert.metrics()) if self.expert is not None and hasattr(self.expert, "metrics") else {}
+        """Per-step deltas of the feedback counters."""
+        return self.counters.snapshot(reset=True)

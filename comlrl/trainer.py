@@ -132,6 +132,7 @@ class Rollout:
                     initial_messages=task.initial_messages(problem),
                     history=_history(index, node, j, n_agents),
                     reward=node.details[j],
+                    entry_point=problem.entry_point,
                 )
             )
         out = self.c.feedback.build(contexts)

@@ -1,0 +1,33 @@
+"""Next-turn prompts: how turn t+1's chat messages are built from turn t's joint action and its results.
+
+    FeedbackContext        one joint action + the CodeReward of its single sandbox execution
+    build_next_messages    batch of contexts -> messages per context, per agent (external.mode)
+    make_expert            the expert client for expert_edits (built once, at start-up)
+    metrics()              counters for the trainer's logger (prompts per mode, expert calls,
+                           failures, fallbacks, tokens, cost)
+
+Imports go one way: feedback may import sandbox, never comlrl.
+"""
+
+from __future__ import annotations
+
+from feedback.build import ALL_MODES, MODES, build_next_messages
+from feedback.context import FeedbackContext, FeedbackOptions
+from feedback.counters import FeedbackMetrics, default_metrics, metrics
+from feedback.experts import ExpertClient, ExpertError, FunctionExpert, make_expert, parse_edits
+
+__all__ = [
+    "ALL_MODES",
+    "MODES",
+    "ExpertClient",
+    "ExpertError",
+    "FeedbackContext",
+    "FeedbackMetrics",
+    "FeedbackOptions",
+    "FunctionExpert",
+    "build_next_messages",
+    "default_metrics",
+    "make_expert",
+    "metrics",
+    "parse_edits",
+]

@@ -1,0 +1,66 @@
+"""`build_next_messages`: a batch of joint actions in, next-turn chat messages per agent out.
+
+Modes are looked up in `MODES` (name -> pure builder). `expert_edits` first asks the expert about
+every joint action of the batch at once (concurrently, de-duplicated, cached), then renders; a joint
+action whose expert request failed is rendered by `external.expert_fallback` and counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from feedback import expert_edits, level_feedback, level_passed, passed, plain
+from feedback.context import FeedbackContext, FeedbackOptions, Messages
+from feedback.counters import FeedbackMetrics, default_metrics
+
+Builder = Callable[[FeedbackContext, FeedbackOptions], list[Messages]]
+
+MODES: dict[str, Builder] = {
+    "level_feedback": level_feedback.build,
+    "level_passed": level_passed.build,
+    "passed": passed.build,
+    "plain": plain.build,
+}
+ALL_MODES = (*MODES, "expert_edits")
+
+
+def _mode(name: str, key: str) -> Builder:
+    if name not in MODES:
+        raise ValueError(f"{key}={name!r} is not allowed; expected one of: {', '.join(MODES)}")
+    return MODES[name]
+
+
+def build_next_messages(
+    contexts: Sequence[FeedbackContext],
+    external_cfg: Any,
+    expert: Any = None,
+    metrics: FeedbackMetrics | None = None,
+) -> list[list[Messages]]:
+    """Messages per context, per agent. `expert` (from `make_expert`) is required for expert_edits."""
+    m = metrics if metrics is not None else default_metrics()
+    mode = str(getattr(external_cfg, "mode", "level_feedback"))
+    opts = FeedbackOptions.from_config(external_cfg)
+    if mode != "expert_edits":
+        builder = _mode(mode, "external.mode")
+        m.inc(f"prompts/{mode}", len(contexts))
+        return [builder(ctx, opts) for ctx in contexts]
+    fallback_name = str(getattr(external_cfg, "expert_fallback", "level_feedback"))
+    fallback = _mode(fallback_name, "external.expert_fallback")
+    if expert is None:
+        raise ValueError("external.mode=expert_edits needs an expert: build one at start-up with "
+                         "feedback.make_expert(cfg.external.expert_edits_model, cfg.external)")
+    if not contexts:
+        return []
+    answers = expert.suggest_many([(expert_edits.expert_messages(ctx, opts), list(ctx.role_names))
+                                   for ctx in contexts])
+    out: list[list[Messages]] = []
+    for ctx, edits in zip(contexts, answers, strict=True):
+        if edits:
+            m.inc("prompts/expert_edits")
+            out.append(expert_edits.build(ctx, opts, edits))
+        else:
+            m.inc("expert/fallbacks")
+            m.inc(f"prompts/{fallback_name}")
+            out.append(fallback(ctx, opts))
+    return out

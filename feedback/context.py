@@ -1,0 +1,105 @@
+"""What a feedback mode sees (`FeedbackContext`) and how it is asked to render (`FeedbackOptions`).
+
+Plain data only, so every mode is a pure function of these two records and can be golden-tested
+without models, sandboxes or the trainer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+Message = dict[str, str]
+Messages = list[Message]
+
+
+@dataclass(frozen=True)
+class FeedbackContext:
+    """One joint action of turn t and the one sandbox execution that scored it.
+
+    `history[i]` holds agent i's previous responses, oldest first; the last one is being revised.
+    `reward` is a `sandbox.rewards.CodeReward` (read by attribute, so any object with the same
+    fields works). `entry_point` is optional and only names the function in the instructions.
+    """
+
+    problem: str
+    role_names: list[str]
+    role_instructions: list[str]
+    initial_messages: list[Messages]
+    history: list[list[str]]
+    reward: Any
+    entry_point: str = ""
+
+    def __post_init__(self) -> None:
+        n = len(self.role_names)
+        if n < 1:
+            raise ValueError("FeedbackContext needs at least one agent (role_names is empty)")
+        for name, value in (("role_instructions", self.role_instructions), ("history", self.history)):
+            if len(value) != n:
+                raise ValueError(f"FeedbackContext.{name} has {len(value)} entries for {n} agents")
+        if self.initial_messages and len(self.initial_messages) != n:
+            raise ValueError(f"FeedbackContext.initial_messages has {len(self.initial_messages)} entries for {n} agents")
+        if any(len(h) == 0 for h in self.history):
+            raise ValueError("FeedbackContext.history needs at least one previous response per agent")
+
+    @property
+    def num_agents(self) -> int:
+        return len(self.role_names)
+
+    def latest(self, agent: int) -> str:
+        """The response being revised."""
+        return self.history[agent][-1]
+
+
+@dataclass(frozen=True)
+class FeedbackOptions:
+    """Rendering switches from `external.*` plus caps that keep prompts inside the token budget."""
+
+    sandbox_slice: int | str | None = 1
+    include_original_prompt: bool = True
+    include_history: bool = True
+    max_problem_chars: int = 2000
+    max_code_chars: int = 1500
+    max_history_chars: int = 600  # per older attempt; the latest attempt gets max_code_chars
+    max_assert_chars: int = 200
+    max_error_chars: int = 200
+    max_edit_chars: int = 1200
+    max_shown_asserts: int = 10  # hard cap even for sandbox_slice='all'
+
+    @classmethod
+    def from_config(cls, external_cfg: Any) -> FeedbackOptions:
+        """Read the `external` config section (any object with those attributes)."""
+        return cls(
+            sandbox_slice=getattr(external_cfg, "sandbox_slice", 1),
+            include_original_prompt=bool(getattr(external_cfg, "include_original_prompt", True)),
+            include_history=bool(getattr(external_cfg, "include_history", True)),
+        )
+
+
+def cap(text: str, limit: int) -> str:
+    """Keep head and tail of a long text: errors show up at both ends of code and tracebacks."""
+    text = text if isinstance(text, str) else str(text)
+    if limit <= 0 or len(text) <= limit:
+        return text
+    marker = f"\n... [{len(text) - limit} characters cut] ...\n"
+    head = (limit * 2) // 3
+    tail = limit - head
+    return text[:head].rstrip() + marker + text[len(text) - tail :].lstrip()
+
+
+def one_line(text: Any, limit: int) -> str:
+    """Error messages on one line, capped (multi-line tracebacks would swamp a small model)."""
+    s = " ".join(str(text or "").split())
+    return s if len(s) <= limit else s[: max(0, limit - 3)] + "..."
+
+
+def extract_code(response: str) -> str:
+    """The code of a response exactly as the sandbox extracts it, so prompts show the code that ran."""
+    from sandbox.rewards import extract_code as sandbox_extract
+
+    return sandbox_extract(response or "").strip("\n")
+
+
+def as_list(items: Sequence[Any] | None) -> list[Any]:
+    return list(items) if items else []

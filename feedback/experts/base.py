@@ -1,0 +1,281 @@
+"""The provider-independent half of an expert client: retries, backoff, cache, concurrency, counters.
+
+A provider implements one method, `_call(messages) -> Completion`, that makes exactly one attempt and
+raises on any failure. Everything that must behave the same for every provider lives here, once:
+
+- retries with bounded exponential backoff (and `Retry-After`) on 429, 5xx, timeouts, connection
+  errors, malformed bodies and unparseable edits; other errors (400, 401, 404...) fail at once;
+- an on-disk cache keyed by provider, model, endpoint and prompt (never the key), written only for
+  replies that parsed, so a bad reply is not replayed forever;
+- a thread pool for concurrent requests, with identical prompts in one batch sent once;
+- token, cost, latency, call, retry, failure counters in `FeedbackMetrics`;
+- redaction: secrets registered by the provider are replaced by `***` in every message we log or
+  raise, whatever the SDK put in its exception text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import random
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from feedback.counters import FeedbackMetrics, default_metrics
+from feedback.experts.parsing import parse_edits
+
+log = logging.getLogger("feedback.experts")
+
+Messages = list[dict[str, str]]
+
+
+class ExpertError(RuntimeError):
+    """An expert could not be built (bad spec, missing key, missing model); raised at start-up."""
+
+
+class RetryableError(RuntimeError):
+    """A failed attempt worth retrying (providers wrap their SDK's transient errors in this)."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One successful reply: its text and the tokens the provider billed."""
+
+    text: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class ResponseCache:
+    """One JSON file per prompt under `root/ab/abcdef....json`, written atomically.
+
+    Holds the reply text and token counts only: no key, no headers, no prompt.
+    """
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root).expanduser()
+
+    def _path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> Completion | None:
+        try:
+            data = json.loads(self._path(key).read_text(encoding="utf-8"))
+            return Completion(str(data["text"]), int(data.get("input_tokens", 0)), int(data.get("output_tokens", 0)))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def put(self, key: str, completion: Completion, model: str) -> None:
+        path = self._path(key)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            payload = {"model": model, "text": completion.text, "input_tokens": completion.input_tokens,
+                       "output_tokens": completion.output_tokens}
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(payload, f, ensure_ascii=False)
+            os.replace(tmp, path)
+        except OSError as exc:  # a read-only or full disk must not stop training
+            log.warning("expert cache: could not write %s: %s", path, exc)
+
+
+class ExpertClient:
+    """Base class of every expert; subclasses set `provider` and implement `_call`."""
+
+    provider = "base"
+    deterministic = False  # True: the same prompt always gives the same reply, so an unparseable one is final
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        endpoint: str = "",
+        timeout_s: float = 60.0,
+        max_retries: int = 3,
+        concurrency: int = 4,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        cache_dir: str | os.PathLike[str] | None = None,
+        backoff_base_s: float = 0.5,
+        backoff_max_s: float = 8.0,
+        price_per_mtok: tuple[float, float] = (0.0, 0.0),
+        metrics: FeedbackMetrics | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.model = model
+        self.endpoint = endpoint
+        self.timeout_s = float(timeout_s)
+        self.max_retries = max(0, int(max_retries))
+        self.concurrency = max(1, int(concurrency))
+        self.max_tokens = int(max_tokens)
+        self.temperature = float(temperature)
+        self.cache = ResponseCache(cache_dir) if cache_dir else None
+        self.backoff_base_s = float(backoff_base_s)
+        self.backoff_max_s = float(backoff_max_s)
+        self.price_per_mtok = price_per_mtok
+        self.counters = metrics if metrics is not None else default_metrics()
+        self._sleep = sleep
+        self._secrets: tuple[str, ...] = ()
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
+
+    # ----- what a provider implements -------------------------------------------------------------
+
+    def _call(self, messages: Messages) -> Completion:
+        """Make one attempt; raise `RetryableError` for transient failures, anything else to give up."""
+        raise NotImplementedError
+
+    # ----- shared behaviour -----------------------------------------------------------------------
+
+    @property
+    def spec(self) -> str:
+        return f"{self.provider}:{self.model}"
+
+    def __repr__(self) -> str:  # never shows the key: it lives only inside the SDK client
+        return f"{type(self).__name__}(spec={self.spec!r}, endpoint={self.endpoint!r})"
+
+    def metrics(self, reset: bool = False) -> dict[str, float]:
+        """Snapshot of the counters this expert updates (shared with `feedback.metrics()` by default)."""
+        return self.counters.snapshot(reset=reset)
+
+    def _register_secret(self, secret: str | None) -> None:
+        if secret:
+            self._secrets = (*self._secrets, secret)
+
+    def redact(self, text: str) -> str:
+        """Replace every registered secret (and its long fragments) by `***`."""
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+            if len(secret) >= 16:  # SDKs sometimes print a key's prefix or suffix
+                text = text.replace(secret[:12], "***").replace(secret[-12:], "***")
+        return text
+
+    def cache_key(self, messages: Messages) -> str:
+        """Provider + model + endpoint + sampling + prompt; the key is deliberately not part of it."""
+        ident = {"v": 1, "provider": self.provider, "model": self.model, "endpoint": self.endpoint,
+                 "max_tokens": self.max_tokens, "temperature": self.temperature, "messages": messages}
+        return hashlib.sha256(json.dumps(ident, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        """Exponential backoff with jitter, never above `backoff_max_s` (a server's Retry-After included)."""
+        if retry_after is not None and retry_after >= 0:
+            return min(self.backoff_max_s, retry_after)
+        base = self.backoff_base_s * (2**attempt)
+        return min(self.backoff_max_s, base * (0.5 + 0.5 * random.random()))
+
+    def _cost(self, c: Completion) -> float:
+        pin, pout = self.price_per_mtok
+        return (c.input_tokens * pin + c.output_tokens * pout) / 1e6
+
+    def suggest(self, messages: Messages, role_names: list[str]) -> dict[str, str] | None:
+        """Edits per role for one prompt, or None after all attempts failed (the caller falls back)."""
+        m = self.counters
+        m.inc("expert/requests")
+        key = self.cache_key(messages)
+        if self.cache is not None:
+            hit = self.cache.get(key)
+            if hit is not None:
+                edits = parse_edits(hit.text, role_names)
+                if edits:
+                    m.inc("expert/cache_hits")
+                    return edits
+        attempts = self.max_retries + 1
+        for attempt in range(attempts):
+            if attempt:
+                m.inc("expert/retries")
+            retry_after: float | None = None
+            t0 = time.perf_counter()
+            try:
+                m.inc("expert/calls")
+                completion = self._call(messages)
+            except RetryableError as exc:
+                m.inc("expert/errors")
+                m.inc("expert/latency_s", time.perf_counter() - t0)
+                retry_after = exc.retry_after
+                log.warning("expert %s: attempt %d/%d failed: %s", self.spec, attempt + 1, attempts,
+                            self.redact(str(exc))[:400])
+            except Exception as exc:  # noqa: BLE001 - any other error ends this request, never the run
+                m.inc("expert/errors")
+                m.inc("expert/failures")
+                m.inc("expert/latency_s", time.perf_counter() - t0)
+                log.warning("expert %s: request failed, not retried: %s: %s", self.spec, type(exc).__name__,
+                            self.redact(str(exc))[:400])
+                return None
+            else:
+                m.inc("expert/latency_s", time.perf_counter() - t0)
+                m.inc("expert/input_tokens", completion.input_tokens)
+                m.inc("expert/output_tokens", completion.output_tokens)
+                m.inc("expert/cost_usd", self._cost(completion))
+                edits = parse_edits(completion.text, role_names)
+                if edits:
+                    if self.cache is not None:
+                        self.cache.put(key, completion, self.spec)
+                    return edits
+                m.inc("expert/parse_failures")
+                m.inc("expert/errors")
+                log.warning("expert %s: attempt %d/%d gave no parseable edits (%d chars)", self.spec, attempt + 1,
+                            attempts, len(completion.text))
+                if self.deterministic:
+                    break
+            if attempt + 1 < attempts:
+                self._sleep(self._delay(attempt, retry_after))
+        m.inc("expert/failures")
+        return None
+
+    def suggest_many(self, items: Sequence[tuple[Messages, list[str]]]) -> list[dict[str, str] | None]:
+        """`suggest` for a batch, concurrently; identical prompts are sent once."""
+        keys = [self.cache_key(msgs) + "|" + "|".join(roles) for msgs, roles in items]
+        unique: dict[str, int] = {}
+        for i, k in enumerate(keys):
+            unique.setdefault(k, i)
+        jobs = list(unique.items())
+        if self.concurrency == 1 or len(jobs) == 1:
+            results = [self.suggest(*items[i]) for _, i in jobs]
+        else:
+            pool = self._executor()
+            results = list(pool.map(lambda ki: self.suggest(*items[ki[1]]), jobs))
+        by_key = {k: r for (k, _), r in zip(jobs, results, strict=True)}
+        return [dict(by_key[k]) if by_key[k] is not None else None for k in keys]  # type: ignore[arg-type]
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="expert")
+            return self._pool
+
+    def close(self) -> None:
+        with self._pool_lock:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+                self._pool = None
+
+    def __enter__(self) -> ExpertClient:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class FunctionExpert(ExpertClient):
+    """An expert backed by a Python callable: for tests and for plugging in custom logic offline."""
+
+    provider = "function"
+
+    def __init__(self, fn: Callable[[Messages], str], model: str = "fn", **kwargs: Any) -> None:
+        super().__init__(model, **kwargs)
+        self._fn = fn
+
+    def _call(self, messages: Messages) -> Completion:
+        return Completion(self._fn(messages))

@@ -1,0 +1,59 @@
+"""`local:<path or alias>`: a transformers causal LM on this machine, so expert_edits works offline.
+
+The model loads at construction (a bad path fails at start-up, not mid-run). Generation is greedy
+and serialised by a lock: one CPU model gains nothing from concurrent calls. `max_time` bounds a call
+the way a request timeout bounds an API call.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from feedback.experts.base import Completion, ExpertClient, ExpertError, Messages
+
+
+class LocalExpert(ExpertClient):
+    provider = "local"
+    deterministic = True  # greedy decoding: retrying an unparseable reply would repeat it
+
+    def __init__(self, model: str, *, resolve_local: Callable[[str], str] | None = None, **kwargs: Any) -> None:
+        kwargs["concurrency"] = 1
+        super().__init__(model, **kwargs)
+        try:
+            path = resolve_local(model) if resolve_local is not None else model
+        except Exception as exc:  # noqa: BLE001 - reported as a start-up error naming the model
+            raise ExpertError(f"expert local:{model}: cannot resolve the model: {exc}") from None
+        if not os.path.isdir(str(path)):
+            raise ExpertError(f"expert local:{model}: {path!s} is not a local model directory")
+        self.endpoint = str(path)
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self._torch = torch
+        self._tok = AutoTokenizer.from_pretrained(str(path))
+        self._model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32)
+        self._model.eval()
+        self._lock = threading.Lock()
+
+    def _prompt(self, messages: Messages) -> tuple[str, bool]:
+        """Prompt text, and whether the tokenizer should still add its special tokens."""
+        if getattr(self._tok, "chat_template", None):
+            return str(self._tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)), False
+        return "\n\n".join(f"{m['role']}: {m['content']}" for m in messages) + "\n\nassistant:", True
+
+    def _call(self, messages: Messages) -> Completion:
+        torch = self._torch
+        with self._lock, torch.inference_mode():
+            text, special = self._prompt(messages)
+            enc = self._tok(text, return_tensors="pt", add_special_tokens=special)
+            pad = self._tok.pad_token_id if self._tok.pad_token_id is not None else self._tok.eos_token_id
+            out = self._model.generate(
+                **enc, max_new_tokens=self.max_tokens, do_sample=False, max_time=self.timeout_s, pad_token_id=pad
+            )
+            n_in = int(enc["input_ids"].shape[1])
+            new = out[0, n_in:]
+            text = self._tok.decode(new, skip_special_tokens=True)
+        return Completion(text, n_in, int(new.shape[0]))

@@ -1,0 +1,82 @@
+"""`level_feedback` (default): per-agent diagnostics, level by level, then a revise instruction.
+
+Definitions found or missing, syntax errors with line/column, tests passed p/t with the
+`sandbox_slice` failing asserts and their errors, helper-usage notes and the reward's notes. Every
+fact comes from the one execution that scored the reward: nothing is run again here.
+"""
+
+from __future__ import annotations
+
+import re
+
+from feedback.context import FeedbackContext, FeedbackOptions, Messages, as_list, one_line
+from feedback.render import (
+    analysis_for,
+    assemble,
+    assert_lines,
+    helper_usage,
+    is_defined,
+    run_problem,
+    syntax_errors,
+    test_counts,
+    tests_ran,
+)
+
+# Reward notes that restate a fact the lines above already show (sandbox/rewards.py wording); any
+# other note (e.g. "main redefines aux", "combined program: SyntaxError ...") is passed on as is.
+_COVERED = re.compile(r"^\w+: SyntaxError at |^\w+: no top-level def |^main does not call |"
+                      r"^main calls \w+ but ignores its result|^main is a thin wrapper|^run \w+")
+
+
+def _covered(note: str) -> bool:
+    return bool(_COVERED.search(note))
+
+
+def _definition(analysis: object, defined: bool | None) -> str:
+    if defined:
+        return "found"
+    if defined is None:
+        return "unknown"
+    others = tuple(getattr(analysis, "functions", ()) or ())
+    return "MISSING" + (f" (top-level functions: {', '.join(others)})" if others else "")
+
+
+def _per_agent(ctx: FeedbackContext, agent: int, values: list[str]) -> str:
+    """`value` for a single agent; `role (you): v; other: w` for a team."""
+    if ctx.num_agents == 1:
+        return values[0]
+    return "; ".join(f"{ctx.role_names[i]}{' (you)' if i == agent else ''}: {v}" for i, v in enumerate(values))
+
+
+def diagnostics(ctx: FeedbackContext, agent: int, opts: FeedbackOptions) -> str:
+    """The feedback section for one agent."""
+    lines: list[str] = []
+    found = [analysis_for(ctx, i) for i in range(ctx.num_agents)]
+    defined = [is_defined(a) for a in found]
+    if any(d is not None for d in defined):
+        vals = [_definition(a, d) for a, d in zip(found, defined, strict=True)]
+        lines.append("- Required definition: " + _per_agent(ctx, agent, vals))
+    syn = syntax_errors(ctx, opts.max_error_chars)
+    lines.append("- Syntax: " + _per_agent(ctx, agent, ["OK" if s is None else f"error at {s}" for s in syn]))
+    p, t = test_counts(ctx)
+    problem = run_problem(ctx, opts.max_error_chars, detail=all(s is None for s in syn))
+    if t == 0:
+        lines.append("- Tests: none found" + (f" ({problem})" if problem else ""))
+    elif not tests_ran(ctx):
+        lines.append(f"- Tests: {p}/{t} passed (not run: {problem or 'no assert ran'})")
+    else:
+        lines.append(f"- Tests: {p}/{t} passed" + (f" ({problem})" if problem else ""))
+        lines.extend(assert_lines(ctx, opts))
+    usage = helper_usage(ctx)
+    if usage is not None:
+        lines.append("- Helper usage: " + usage[1])
+    notes = [one_line(n, opts.max_error_chars) for n in as_list(getattr(ctx.reward, "notes", None))
+             if str(n).strip() and not _covered(str(n))]
+    if notes:
+        lines.append("- Notes: " + " ".join(notes))
+    return "\n".join(lines)
+
+
+def build(ctx: FeedbackContext, opts: FeedbackOptions) -> list[Messages]:
+    """Chat messages per agent."""
+    return [assemble(ctx, i, opts, diagnostics(ctx, i, opts)) for i in range(ctx.num_agents)]

@@ -1,0 +1,25 @@
+"""Shared fixtures for the feedback tests; keeps the key-bearing env vars out of every test by default."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+KEY_VARS = ("DEEPSEEK_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_COMPATIBLE_API_KEY",
+            "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL")
+
+
+@pytest.fixture(autouse=True)
+def _clean_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test sees the developer's real keys or endpoints."""
+    for var in KEY_VARS:
+        monkeypatch.delenv(var, raising=False)
+
