@@ -135,7 +135,9 @@ class Rollout:
                     entry_point=problem.entry_point,
                 )
             )
-        out = self.c.feedback.build(contexts)
+        # a task with its own environment (tool results, observations) builds its next turn itself
+        own = getattr(task, "build_next_messages", None)
+        out = own(contexts) if own is not None else self.c.feedback.build(contexts)
         self.feedback_seconds += time.perf_counter() - t0
         return out
 
@@ -238,11 +240,23 @@ def train_on_trees(comp: Components, roots: list[Node]) -> dict[str, float]:
         grad_norm = float(gn) if gn is not None else float("nan")
     comp.scheduler.step()
     return {
+        "weights_rank_spread": _weights_spread(acc, trainable),
         "loss": loss_sum / lc.inner_epochs,
         "grad_norm": grad_norm,
         "samples": float(len(items)),
         "lr": comp.scheduler.get_last_lr()[0],
     }
+
+
+def _weights_spread(acc: Any, params: list[torch.Tensor]) -> float:
+    """Max minus min over ranks of a checksum of the trainable weights: 0 when data parallel is in sync."""
+    with torch.no_grad():
+        checksum = sum(p.detach().double().sum() for p in params) if params else torch.zeros(())
+        checksum = checksum.reshape(1).to(acc.device)
+    if acc.num_processes == 1:
+        return 0.0
+    every = acc.gather(checksum)
+    return float(every.max() - every.min())
 
 
 def _dummy_sample(roots: list[Node]) -> Any:
@@ -297,6 +311,7 @@ def training_step(comp: Components, step: int) -> tuple[dict[str, float], list[d
     metrics["pruned_frac"] = total["pruned"] / max(1.0, total["nodes"])
     metrics["loss"] = total["loss"] / world
     metrics["grad_norm"] = train_stats["grad_norm"]
+    metrics["weights_rank_spread"] = train_stats["weights_rank_spread"]
     metrics["lr"] = train_stats["lr"]
     metrics["rollout_seconds"] = t_roll
     metrics["gen_seconds"] = total["gen_seconds"] / world

@@ -1,0 +1,99 @@
+"""End-to-end training runs of the real trainer on the tiny random model (see bonus_entry.py)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from trainer_helpers import TINY, metrics, train
+
+pytestmark = pytest.mark.slow
+
+
+def _adapter(run, agent):
+    path = run / "final" / f"agent{agent}" / "adapter_model.safetensors"
+    return load_file(str(path))
+
+
+@pytest.mark.parametrize("mode,nodes,rewards", [("align", 5, 20), ("cross", 17, 272)])
+def test_training_updates_adapters_and_counts_match(tmp_path, tiny_model, mode, nodes, rewards):
+    run = tmp_path / mode
+    res = train(["--config", f"configs/{mode}_T2_G4.yaml", *TINY, "training.steps=2",
+                 f"training.output_dir={run}"])
+    assert res.returncode == 0, res.stderr[-3000:]
+    lines = metrics(run)
+    assert [r["step"] for r in lines] == [0, 1, 2]  # step 0 = the evaluation before training
+    assert "eval/pass_at_1" in lines[0] and "eval/pass_at_1" in lines[-1]
+    for r in lines[1:]:
+        assert r["nodes"] == nodes and r["joint_actions"] == rewards and r["pruned"] == 0
+        assert r["turn_1/nodes"] == 1 and r["turn_2/nodes"] == nodes - 1
+        assert math.isfinite(r["loss"]) and r["samples"] > 0 and r["gen_tokens"] > 0
+        for key in ("reward_mean", "turn_1/reward_mean", "turn_2/reward_mean", "step_seconds", "tokens_per_s"):
+            assert math.isfinite(r[key])
+    for agent in (0, 1):  # LoRA B starts at zero: any non-zero B means the adapter trained
+        b = [v for k, v in _adapter(run, agent).items() if "lora_B" in k]
+        assert b and max(float(t.abs().max()) for t in b) > 0
+    trees = [json.loads(x) for x in (run / "trees.jsonl").read_text().splitlines()]
+    assert len(trees) == 2 * nodes
+    assert all(len(t["rewards"]) == len(t["returns"]) == len(t["joint_actions"]) for t in trees)
+    assert (run / "checkpoints" / "step-2" / "meta.json").is_file()
+    assert list((run / "tensorboard").glob("events.*"))
+    assert "done: 2 steps; outputs in" in res.stdout
+
+
+def test_final_adapters_load_with_plain_peft(tmp_path, tiny_model):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    run = tmp_path / "r"
+    res = train(["--config", "configs/align_T2_G4.yaml", *TINY, "training.steps=1", f"training.output_dir={run}"])
+    assert res.returncode == 0, res.stderr[-3000:]
+    base = AutoModelForCausalLM.from_pretrained(tiny_model)
+    model = PeftModel.from_pretrained(base, str(run / "final" / "agent1"))
+    out = model(torch.tensor([[1, 2, 3]]))
+    assert out.logits.shape[-1] == base.config.vocab_size
+
+
+def test_early_termination_prunes_and_is_logged(tmp_path, tiny_model):
+    run = tmp_path / "p"
+    # tiny-random never passes a test: reward = 0.5 (entry point defined? no) + bonus; a low threshold prunes
+    res = train(["--config", "configs/align_T2_G4.yaml", *TINY, "training.steps=1", f"training.output_dir={run}",
+                 "magrpo.early_termination_threshold=0.0"])
+    assert res.returncode == 0, res.stderr[-3000:]
+    r = metrics(run)[1]
+    assert r["turn_1/nodes"] == 1 and r["pruned"] == 1 and r["nodes"] == 1 and r["turn_1/pruned_frac"] == 1.0
+
+
+def test_resume_after_kill_matches_uninterrupted_run(tmp_path, tiny_model):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from trainer_helpers import ENTRY, ROOT, env
+
+    common = ["--config", "configs/align_T2_G4.yaml", *TINY, "training.steps=4", "training.save_every=2"]
+    full = tmp_path / "full"
+    assert train([*common, f"training.output_dir={full}"]).returncode == 0
+    part = tmp_path / "part"
+    proc = subprocess.Popen([sys.executable, str(ENTRY), *common, f"training.output_dir={part}"], cwd=ROOT,
+                            env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 600
+    while not (part / "checkpoints" / "step-2" / "meta.json").exists():
+        assert proc.poll() is None and time.time() < deadline, "run ended before its step-2 checkpoint"
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    res = train([*common, "--resume", str(part)])
+    assert res.returncode == 0, res.stderr[-3000:]
+    a, b = metrics(full), metrics(part)
+    assert [r["step"] for r in b] == [0, 1, 2, 3, 4]
+    for ra, rb in zip(a, b, strict=True):
+        for key in ("reward_mean", "loss", "nodes", "gen_tokens", "eval/pass_at_1", "return_mean"):
+            if key in ra:
+                assert rb[key] == pytest.approx(ra[key], rel=1e-4, abs=1e-6), (ra["step"], key)
+    wa, wb = _adapter(full, 0), _adapter(part, 0)
+    assert all(torch.allclose(wa[k], wb[k], atol=1e-6) for k in wa)
