@@ -21,14 +21,24 @@ from accelerate.utils import gather_object
 
 from comlrl.advantages import assign_advantages
 from comlrl.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
-from comlrl.config import RunConfig, validate_threshold
-from comlrl.distributed import make_accelerator, max_over_ranks, reduce_sums, uses_deepspeed
+from comlrl.config import ConfigError, RunConfig, validate_threshold
+from comlrl.distributed import WorldSizeError, make_accelerator, max_over_ranks, reduce_sums, uses_deepspeed
 from comlrl.loss import aggregate, per_token_loss, step_normaliser
 from comlrl.rollout import TreeShape, expand_trees, make_roots
 from comlrl.run_outputs import RunWriter, node_records
 from comlrl.tree import Node, TreeStats, backup_returns
 
 log = logging.getLogger("comlrl")
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions that mean bad input (config, files, keys, launcher), reported as one line."""
+    from comlrl.models import ModelError
+    from comlrl.tasks.datasets import DatasetError
+    from feedback.experts.base import ExpertError
+    from sandbox.executor import SandboxUnavailable
+
+    return (ConfigError, WorldSizeError, ModelError, DatasetError, ExpertError, SandboxUnavailable)
 
 
 @dataclass
@@ -347,7 +357,7 @@ def evaluate(comp: Components, step: int) -> dict[str, float]:
     return out
 
 
-def build(cfg: RunConfig) -> Components:
+def build(cfg: RunConfig, for_training: bool = True) -> Components:
     from comlrl.feedback_bridge import FeedbackBridge
     from comlrl.policy import AgentPolicies
     from comlrl.tasks import build_task
@@ -368,12 +378,14 @@ def build(cfg: RunConfig) -> Components:
         raise ValueError(f"dataset {cfg.dataset.name!r} has no training problems")
     feedback = FeedbackBridge(cfg)
     policies = AgentPolicies(cfg.model, cfg.agents, cfg.magrpo.num_agents)
-    params = list(policies.trainable_parameters())
-    optimizer = torch.optim.AdamW(params, lr=cfg.magrpo.learning_rate, weight_decay=cfg.magrpo.weight_decay)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg))
-    if uses_deepspeed(acc):
-        acc.state.deepspeed_plugin.deepspeed_config["gradient_clipping"] = cfg.magrpo.max_grad_norm
-    model, optimizer = acc.prepare(policies.module, optimizer)
+    model = optimizer = scheduler = None
+    if for_training:
+        params = list(policies.trainable_parameters())
+        optimizer = torch.optim.AdamW(params, lr=cfg.magrpo.learning_rate, weight_decay=cfg.magrpo.weight_decay)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg))
+        if uses_deepspeed(acc):
+            acc.state.deepspeed_plugin.deepspeed_config["gradient_clipping"] = cfg.magrpo.max_grad_norm
+        model, optimizer = acc.prepare(policies.module, optimizer)
     return Components(cfg, acc, task, sandbox, policies, model, optimizer, scheduler, feedback, train, evalset)
 
 
@@ -431,3 +443,6 @@ def run(cfg: RunConfig) -> int:
         print(f"done: {cfg.training.steps} steps; outputs in {out.resolve()} "
               f"(metrics.jsonl, trees.jsonl, tensorboard/, checkpoints/, final/)")
     return 0
+
+
+USER_ERRORS = _user_errors()

@@ -32,12 +32,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.print_config:
         print(to_yaml(cfg), end="")
         return 0
-    from comlrl.trainer import run
+    from comlrl.trainer import USER_ERRORS, run
 
     try:
         return run(cfg)
-    except ConfigError as exc:
-        print(exc, file=sys.stderr)
+    except USER_ERRORS as exc:  # bad input: one line naming the problem, no traceback
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(msg if "error" in msg.split(":")[0] else f"error: {msg}", file=sys.stderr)
         return 2
 
 

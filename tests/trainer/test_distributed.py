@@ -1,0 +1,53 @@
+"""Two CPU processes train as one world of 2: plain DDP over gloo and DeepSpeed ZeRO-2."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from trainer_helpers import TINY, VENV_BIN, metrics, train
+
+pytestmark = pytest.mark.slow
+
+DDP = [str(VENV_BIN / "accelerate"), "launch", "--config_file", "configs/accelerate/ddp_cpu.yaml"]
+ZERO2 = [str(VENV_BIN / "accelerate"), "launch", "--config_file", "configs/accelerate/deepspeed_zero2.yaml",
+         "--num_processes", "2"]
+ARGS = ["--config", "configs/align_T2_G4.yaml", *TINY, "training.steps=2"]
+
+
+def _check_world_of_two(run):
+    lines = metrics(run)
+    assert [r["step"] for r in lines] == [0, 1, 2]
+    for r in lines[1:]:
+        assert r["trees"] == 2 and r["nodes"] == 10 and r["joint_actions"] == 40  # both ranks' trees counted
+        assert r["weights_rank_spread"] == 0.0  # both ranks hold identical weights after every step
+    trees = [json.loads(x) for x in (run / "trees.jsonl").read_text().splitlines()]
+    roots = {t["id"][: t["id"].index("t")]: t for t in trees if t["parent"] is None and t["step"] == 1}
+    assert set(roots) == {"s1r0", "s1r1"}  # rank 1's trees reach rank 0's file
+    assert roots["s1r0"]["prompts"][1] != roots["s1r1"]["prompts"][1]  # ranks expand different problems
+
+
+def test_ddp_two_processes(tmp_path, tiny_model):
+    run = tmp_path / "ddp"
+    res = train([*ARGS, f"training.output_dir={run}"], launcher=DDP, extra_env={"ACCELERATE_USE_CPU": "true"})
+    assert res.returncode == 0, res.stderr[-4000:]
+    _check_world_of_two(run)
+
+
+def test_deepspeed_zero2_two_processes(tmp_path, tiny_model):
+    run = tmp_path / "zero2"
+    res = train([*ARGS, f"training.output_dir={run}"], launcher=ZERO2, timeout=1500,
+                extra_env={"DS_ACCELERATOR": "cpu"})
+    assert res.returncode == 0, res.stderr[-4000:]
+    _check_world_of_two(run)
+    assert (run / "checkpoints" / "step-2" / "deepspeed").is_dir()
+
+
+def test_refuses_a_world_accelerate_does_not_see(tmp_path, tiny_model):
+    """Without ACCELERATE_USE_CPU the launcher starts 2 ranks that each think they are alone."""
+    run = tmp_path / "bad"
+    res = train([*ARGS, f"training.output_dir={run}"], launcher=DDP, timeout=600,
+                extra_env={"ACCELERATE_USE_CPU": ""})
+    assert res.returncode != 0
+    assert "launcher started WORLD_SIZE=2 processes" in res.stderr
+    assert not (run / "metrics.jsonl").exists()
