@@ -1,0 +1,989 @@
+"""Sandbox worker: stdlib only, started as `python -I -S -B -c <this source> <config json>`.
+
+It is never imported by the trainer (which would put untrusted code one fork away from the model); the
+executor reads this file's text and hands it to a fresh interpreter, usually inside bubblewrap.
+
+Process tree of one worker::
+
+    zygote      long-lived, pre-imported; one job at a time. It is also the *judge*: it runs the
+                trusted test code and decides pass/fail (state that tests may change is restored after
+                each run).
+    └─ template forked once at start-up, before any job: it never holds test data
+       └─ candidate  forked from the template per run; own session, rlimits, unprivileged uid, empty
+                     environment, scratch cwd. It only answers calls ("run function f on these
+                     arguments") with plain data over a pipe.
+
+The assert expressions are evaluated in the judge, on values decoded by a pickle loader that refuses
+every class: a result can only be int/float/str/bytes/bool/None and lists/tuples/dicts/sets of them,
+so an object whose `__eq__` always says True cannot even cross. Exiting early, printing, patching
+builtins or killing its parent only ever produces "no answer" -> failure, because nothing the candidate
+writes is read as a verdict. Since candidates are forked from the template, the tests are never in a
+candidate's address space. One fork per run (an earlier design forked a judge too: ~40% more CPU).
+
+Wire format with the trainer: frames of a 4-byte big-endian length then the payload. A job is three
+frames (JSON header, solution code, JSON tests); the answer is one JSON frame.
+"""
+
+from __future__ import annotations
+
+import _socket
+import ast
+import builtins
+import fcntl
+import gc
+import io
+import json
+import operator
+import os
+import pickle
+import resource
+import select
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+# Modules solutions commonly use, imported once in the zygote. Kept lean on purpose: every page the zygote
+# owns is copied into the page table of every forked candidate (35 modules cost ~4 ms per fork here, these ~1).
+PREIMPORT = ("typing", "math", "re", "collections", "itertools", "functools", "heapq", "bisect", "string", "copy")
+PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
+PR_SET_NO_NEW_PRIVS = 38
+_PLAIN_SCALARS = (type(None), bool, int, float, complex, str, bytes)
+_PLAIN_CONTAINERS = (list, tuple, set, frozenset, dict, bytearray)
+_MUTABLE = (list, dict, set, bytearray)
+
+
+# ----------------------------------------------------------------------------------------------- framing
+
+def _read_exact(fd: int, n: int) -> bytes:
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = os.readv(fd, [view[got:]])
+        if k == 0:
+            raise EOFError
+        got += k
+    view.release()
+    return bytes(buf)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _write_frame(fd: int, payload: bytes) -> None:
+    _write_all(fd, len(payload).to_bytes(4, "big") + payload)
+
+
+def _read_frame(fd: int) -> bytes:
+    return _read_exact(fd, int.from_bytes(_read_exact(fd, 4), "big"))
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _read_exact_deadline(fd: int, n: int, deadline: float) -> bytes:
+    chunks = []
+    got = 0
+    while got < n:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise _Timeout
+        ready, _, _ = select.select([fd], [], [], remaining)
+        if not ready:
+            raise _Timeout
+        chunk = os.read(fd, min(n - got, 1 << 20))
+        if not chunk:
+            raise EOFError
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def _write_all_deadline(fd: int, data: bytes, deadline: float) -> None:
+    view = memoryview(data)
+    while view:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise _Timeout
+        _, ready, _ = select.select([], [fd], [], remaining)
+        if not ready:
+            raise _Timeout
+        try:
+            n = os.write(fd, view)
+        except BlockingIOError:
+            continue
+        view = view[n:]
+
+
+# ------------------------------------------------------------------------------------------- plumbing
+
+_LIBC = []
+_CFG = {}
+_T = {}  # phase timings of the current run (seconds since the job arrived), reported with the verdict
+
+
+def _prctl(option: int, arg: int) -> None:
+    """prctl via ctypes; skipped under root bubblewrap (already no_new_privs, and the pid namespace plus a
+    separate uid give what DUMPABLE/PDEATHSIG would), which keeps ctypes out of the zygote."""
+    if not _CFG.get("prctl", True):
+        return
+    try:
+        if not _LIBC:
+            import ctypes
+
+            _LIBC.append(ctypes.CDLL(None, use_errno=True))
+        _LIBC[0].prctl(option, arg, 0, 0, 0)
+    except Exception:
+        pass
+
+
+def _short(text: object, limit: int = 500) -> str:
+    text = str(text)
+    return text if len(text) <= limit else text[:limit] + "...[truncated]"
+
+
+def _safe_repr(value: object, limit: int = 200) -> str:
+    try:
+        return _short(repr(value), limit)
+    except BaseException:
+        return "<unrepresentable>"
+
+
+def _describe_status(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = str(sig)
+        return f"killed by signal {name}"
+    if os.WIFEXITED(status):
+        return f"exited with status {os.WEXITSTATUS(status)}"
+    return f"stopped ({status})"
+
+
+def _kill_pg(pid: int) -> None:
+    for fn, target in ((os.killpg, pid), (os.kill, pid)):
+        try:
+            fn(target, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _reap(pid: int, wait_s: float = 2.0) -> int | None:
+    """Wait for a (killed) child without polling; returns its wait status or None."""
+    end = time.monotonic() + wait_s
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        pidfd = None
+    try:
+        while True:
+            try:
+                done, status = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                return None
+            if done:
+                return status
+            remaining = end - time.monotonic()
+            if remaining <= 0:
+                return None
+            if pidfd is not None:
+                select.select([pidfd], [], [], remaining)
+            else:
+                time.sleep(min(remaining, 0.0005))
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+# ---------------------------------------------------------------------------------------- plain data
+
+class _PlainUnpickler(pickle.Unpickler):
+    """Loads only the core builtin types: every class reference (custom objects, subclasses) is refused."""
+
+    def find_class(self, module: str, name: str) -> type:
+        if (module, name) == ("builtins", "complex"):
+            return complex
+        raise pickle.UnpicklingError(f"{module}.{name} is not plain data")
+
+    def persistent_load(self, pid: object) -> object:
+        raise pickle.UnpicklingError("persistent ids are not allowed")
+
+
+def _plain_loads(data: bytes) -> Any:
+    return _PlainUnpickler(io.BytesIO(data)).load()
+
+
+def _check_plain(value: object, depth: int = 0) -> str | None:
+    """None when `value` is plain data (exact builtin types only), else a description of the culprit."""
+    t = type(value)
+    if t in _PLAIN_SCALARS:
+        return None
+    if depth > 200:
+        return "a value nested more than 200 levels deep"
+    if t is dict:
+        for k, v in value.items():
+            bad = _check_plain(k, depth + 1) or _check_plain(v, depth + 1)
+            if bad:
+                return bad
+        return None
+    if t in _PLAIN_CONTAINERS:
+        if t is bytearray:
+            return None
+        for item in value:
+            bad = _check_plain(item, depth + 1)
+            if bad:
+                return bad
+        return None
+    return f"an object of type {getattr(t, '__module__', '?')}.{getattr(t, '__qualname__', t.__name__)}"
+
+
+# ----------------------------------------------------------------------------------------- candidate
+
+def _candidate_main(cfg: dict, job: dict, code: str, req_r: int, rsp_w: int) -> NoReturn:
+    """Child of the template process running the untrusted code. Never returns."""
+    try:
+        os.setsid()
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+        out = os.open(os.path.join(cfg["io_dir"], "stdout"), flags, 0o600)
+        err = os.open(os.path.join(cfg["io_dir"], "stderr"), flags, 0o600)
+        null = os.open(os.devnull, os.O_RDONLY)
+        # Move everything we keep above the low fds first, then into place, then close the rest.
+        keep = [fcntl.fcntl(fd, fcntl.F_DUPFD, 64) for fd in (null, out, err, req_r, rsp_w)]
+        for target, fd in enumerate(keep):
+            os.dup2(fd, target)
+        os.closerange(5, 1 << 16)
+        os.chdir(cfg["scratch"])
+        mem = int(job["memory_mb"]) << 20
+        cpu = int(job["timeout_s"]) + 2
+        limits = (
+            (resource.RLIMIT_AS, mem), (resource.RLIMIT_DATA, mem), (resource.RLIMIT_CPU, cpu),
+            (resource.RLIMIT_FSIZE, int(job["fsize_bytes"])), (resource.RLIMIT_NOFILE, int(job["nofile"])),
+            (resource.RLIMIT_NPROC, int(job["nproc"])), (resource.RLIMIT_CORE, 0),
+            (resource.RLIMIT_STACK, int(job.get("stack_bytes", 8 << 20))),
+        )
+        for which, value in limits:
+            resource.setrlimit(which, (value, value))
+        uid = cfg.get("uid")
+        if uid is not None:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            if os.getuid() != uid or os.geteuid() != uid:
+                os._exit(71)
+        _prctl(PR_SET_NO_NEW_PRIVS, 1)
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        os.environ.clear()
+        os.environ.update(PATH="/usr/local/bin:/usr/bin:/bin", HOME=cfg["scratch"], TMPDIR=cfg["scratch"],
+                          LANG="C.UTF-8")
+        for sig in (signal.SIGALRM, signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
+            signal.signal(sig, signal.SIG_DFL)
+        sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
+        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8",
+                                      errors="backslashreplace", write_through=True)
+        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
+                                      errors="backslashreplace", write_through=True)
+        sys.argv = ["solution.py"]
+    except BaseException:
+        os._exit(70)
+
+    def send(msg: tuple) -> None:
+        try:
+            data = pickle.dumps(msg, protocol=5)
+        except BaseException as e:  # an unpicklable payload is reported, never crashes the loop
+            data = pickle.dumps(("bad", f"value could not be serialised: {_short(e, 200)}"), protocol=5)
+        _write_frame(4, data)
+
+    ns = {"__name__": "__solution__", "__builtins__": builtins}
+    try:
+        exec(compile(code, "<solution>", "exec", dont_inherit=True), ns)
+    except BaseException as e:  # SystemExit at module level lands here too: a load error, not a pass
+        try:
+            send(("load_error", type(e).__name__, _short(e), getattr(e, "lineno", None)))
+        finally:
+            os._exit(0)
+    names = sorted(k for k, v in list(ns.items()) if callable(v) and type(v).__name__ != "module")
+    send(("ready", names))
+    while True:
+        try:
+            req = pickle.loads(_read_frame(3))
+        except BaseException:
+            os._exit(0)
+        _, name, args, kwargs = req
+        fn = ns.get(name)
+        if fn is None:
+            send(("exc", "NameError", f"name {name!r} is not defined by the solution", "NameError"))
+            continue
+        try:
+            value = fn(*args, **kwargs)
+        except BaseException as e:
+            base = next((c.__name__ for c in type(e).__mro__ if getattr(builtins, c.__name__, None) is c),
+                        "Exception")
+            try:
+                msg = _short(e)
+            except BaseException:
+                msg = "<unprintable exception>"
+            send(("exc", type(e).__name__, msg, base))
+            continue
+        bad = _check_plain(value)
+        if bad is not None:
+            send(("bad", f"the solution returned {bad}; only plain data (None, bool, int, float, complex, str, "
+                         "bytes and lists/tuples/dicts/sets of them) can be checked"))
+            continue
+        mutated = [(i, a) for i, a in enumerate(args) if type(a) in _MUTABLE]
+        mutated += [(k, v) for k, v in kwargs.items() if type(v) in _MUTABLE]
+        if any(_check_plain(v) for _, v in mutated):
+            mutated = []
+        send(("ok", value, mutated))
+
+
+# --------------------------------------------------------------------------------------------- judge
+
+class _FromCandidate:
+    """Marker mixed into exceptions re-raised in the judge on behalf of the candidate."""
+
+
+class _CandidateGone(BaseException):
+    """The candidate process is dead (crash, exit, kill, protocol violation); not catchable as Exception."""
+
+
+class _CandidateTimeout(BaseException):
+    pass
+
+
+class _CandidateExit(BaseException):
+    """The candidate raised SystemExit/KeyboardInterrupt/GeneratorExit inside a call."""
+
+
+class _JudgeAlarm(BaseException):
+    pass
+
+
+_EXC_CACHE = {}
+
+
+def _candidate_exception(name: str, base_name: str, message: str) -> BaseException:
+    name = name[:100] if name.isidentifier() else "SolutionError"
+    if len(_EXC_CACHE) > 1000:  # names come from the solution: keep the long-lived judge's memory bounded
+        _EXC_CACHE.clear()
+    if base_name in ("SystemExit", "KeyboardInterrupt", "GeneratorExit"):
+        return _CandidateExit(f"{name}: {message}")
+    base = getattr(builtins, base_name, None)
+    if not (isinstance(base, type) and issubclass(base, BaseException)):
+        base = Exception
+    key = (name, base)
+    cls = _EXC_CACHE.get(key)
+    if cls is None:
+        try:
+            cls = type(name, (base, _FromCandidate), {})
+        except TypeError:
+            cls = type(name, (Exception, _FromCandidate), {})
+        _EXC_CACHE[key] = cls
+    try:
+        return cls(message)
+    except BaseException:
+        return type(name, (Exception, _FromCandidate), {})(message)
+
+
+class _Channel:
+    """The judge's end of the call pipe; every answer is validated before anything uses it."""
+
+    def __init__(self, pid: int, req_w: int, rsp_r: int, deadline: float, max_value_bytes: int,
+                 reaper: Callable[[int, float], int | None]) -> None:
+        self.pid = pid
+        self.reaper = reaper  # the candidate is the template's child: the template reaps it
+        self.req_w = req_w
+        self.rsp_r = rsp_r
+        self.deadline = deadline
+        self.max_value_bytes = max_value_bytes
+        self.dead = None  # reason string once the candidate is gone
+        self.status = None
+        os.set_blocking(req_w, False)
+
+    def kill(self, reason: str) -> None:
+        if self.dead is None:
+            self.dead = reason
+        _kill_pg(self.pid)
+        if self.status is None:
+            self.status = self.reaper(self.pid, 2.0)
+
+    def _gone(self, what: str) -> NoReturn:
+        _kill_pg(self.pid)
+        status = self.reaper(self.pid, 1.0)
+        self.status = status
+        detail = _describe_status(status) if status is not None else "stopped answering"
+        self.kill(f"the solution process {detail} {what}")
+        raise _CandidateGone(self.dead)
+
+    def close(self) -> None:
+        for fd in (self.req_w, self.rsp_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def recv(self, what: str) -> tuple:
+        try:
+            n = int.from_bytes(_read_exact_deadline(self.rsp_r, 4, self.deadline), "big")
+            if n > self.max_value_bytes:
+                self.kill(f"the solution sent {n} bytes, over the {self.max_value_bytes} byte limit")
+                raise _CandidateGone(self.dead)
+            data = _read_exact_deadline(self.rsp_r, n, self.deadline)
+        except _Timeout:
+            self.kill(f"time limit reached {what}")
+            raise _CandidateTimeout(self.dead) from None
+        except EOFError:
+            self._gone(what)
+        try:
+            msg = _plain_loads(data)
+        except Exception as e:
+            self.kill(f"the solution sent something that is not plain data ({_short(e, 200)})")
+            raise _CandidateGone(self.dead) from None
+        if not (isinstance(msg, tuple) and msg and isinstance(msg[0], str)):
+            self.kill("the solution broke the call protocol")
+            raise _CandidateGone(self.dead)
+        return msg
+
+    def call(self, name: str, args: tuple, kwargs: dict) -> Any:
+        if self.dead is not None:
+            raise _CandidateGone(self.dead)
+        try:
+            payload = pickle.dumps(("call", name, args, kwargs), protocol=5)
+        except Exception as e:
+            raise TypeError("cannot pass these arguments to the sandboxed solution (only plain data "
+                            f"crosses): {_short(e, 200)}") from None
+        what = f"while running {name}(...)"
+        try:
+            _write_all_deadline(self.req_w, len(payload).to_bytes(4, "big") + payload, self.deadline)
+        except _Timeout:
+            self.kill(f"time limit reached {what}")
+            raise _CandidateTimeout(self.dead) from None
+        except OSError:
+            self._gone(what)
+        msg = self.recv(what)
+        kind = msg[0]
+        if kind == "ok" and len(msg) == 3 and isinstance(msg[2], list):
+            _apply_mutations(args, kwargs, msg[2])
+            return msg[1]
+        if kind == "exc" and len(msg) == 4 and all(isinstance(x, str) for x in msg[1:]):
+            raise _candidate_exception(msg[1], msg[3], msg[2])
+        if kind == "bad" and len(msg) == 2 and isinstance(msg[1], str):
+            raise _candidate_exception("TypeError", "TypeError", msg[1])
+        self.kill("the solution broke the call protocol")
+        raise _CandidateGone(self.dead)
+
+
+def _apply_mutations(args: tuple, kwargs: dict, mutated: list) -> None:
+    """Reflect in-place changes the solution made to list/dict/set/bytearray arguments."""
+    for key, new in mutated:
+        if isinstance(key, int) and 0 <= key < len(args):
+            old = args[key]
+        elif isinstance(key, str) and key in kwargs:
+            old = kwargs[key]
+        else:
+            continue
+        if type(old) is not type(new):
+            continue
+        if type(old) in (list, bytearray):
+            old[:] = new
+        elif type(old) in (dict, set):
+            old.clear()
+            old.update(new)
+
+
+class _Proxy:
+    """Stands for a solution function in the judge: calling it runs the function in the candidate."""
+
+    __slots__ = ("_chan", "_name")
+
+    def __init__(self, chan: _Channel, name: str) -> None:
+        self._chan = chan
+        self._name = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._chan.call(self._name, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"<sandboxed function {self._name}>"
+
+
+class _JudgeGlobals(dict):
+    """Test namespace: names the tests do not define resolve to the solution's functions, never over builtins."""
+
+    def __missing__(self, key: str) -> _Proxy:
+        names = self.__dict__.get("_names", ())
+        if key in names and not hasattr(builtins, key):
+            proxy = _Proxy(self.__dict__["_chan"], key)
+            self[key] = proxy
+            return proxy
+        raise KeyError(key)
+
+
+_CMP_OPS = {
+    "Eq": ("==", operator.eq), "NotEq": ("!=", operator.ne), "Lt": ("<", operator.lt),
+    "LtE": ("<=", operator.le), "Gt": (">", operator.gt), "GtE": (">=", operator.ge),
+    "Is": ("is", operator.is_), "IsNot": ("is not", operator.is_not),
+    "In": ("in", lambda a, b: a in b), "NotIn": ("not in", lambda a, b: a not in b),
+}
+
+
+def _instrument(tree: ast.Module) -> ast.Module:
+    """Rewrite `assert a OP b` into a judge-side comparison that remembers both sides for the message."""
+    class Rewriter(ast.NodeTransformer):
+        def visit_FunctionDef(self, node: ast.AST) -> ast.AST:
+            return node  # helpers keep their own semantics
+
+        visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = visit_FunctionDef
+
+        def visit_Assert(self, node: ast.Assert) -> ast.Assert:
+            test = node.test
+            if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]).__name__ in _CMP_OPS:
+                call = ast.Call(
+                    func=ast.Name(id="__sbx_cmp__", ctx=ast.Load()),
+                    args=[ast.Constant(type(test.ops[0]).__name__), test.left, test.comparators[0]],
+                    keywords=[],
+                )
+                node.test = ast.copy_location(call, test)
+            return node
+
+    return ast.fix_missing_locations(Rewriter().visit(tree))
+
+
+class _Compare:
+    def __init__(self) -> None:
+        self.last: str | None = None
+
+    def __call__(self, op: str, left: Any, right: Any) -> Any:
+        self.last = None
+        symbol, fn = _CMP_OPS[op]
+        result = fn(left, right)
+        if not result:
+            self.last = f"assert {_safe_repr(left)} {symbol} {_safe_repr(right)}"
+        return result
+
+
+class _MissingEntry:
+    """Bound to `candidate` when the solution lacks the entry point, so each assert says why it fails."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise NameError(f"the solution does not define {self.name}")
+
+
+def _judge(cfg: dict, job: dict, code: str, tests_blob: bytes, template: _Template, t0: float) -> dict:
+    """Run one job: spawn the candidate through the template, then the tests against it; the verdict."""
+    deadline = t0 + float(job["timeout_s"])
+    req_r, req_w = os.pipe()
+    rsp_r, rsp_w = os.pipe()
+    try:
+        pid = template.spawn(job, code, req_r, rsp_w)
+    except BaseException:
+        for fd in (req_w, rsp_r):
+            os.close(fd)
+        raise
+    finally:
+        os.close(req_r)
+        os.close(rsp_w)
+    tests = json.loads(tests_blob.decode("utf-8", "surrogatepass"))
+    asserts = list(tests["asserts"])
+    _T["forked"] = time.monotonic() - t0
+    chan = _Channel(pid, req_w, rsp_r, deadline, int(job["max_value_bytes"]), template.reap)
+    outcomes = [None] * len(asserts)
+
+    def on_alarm(signum: int, frame: object) -> NoReturn:
+        raise _JudgeAlarm("time limit reached")
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    # The channel's own deadline handles waits on the candidate; the alarm (slightly later) is the backstop
+    # for the judge's own work, e.g. a comparison of huge values.
+    signal.setitimer(signal.ITIMER_REAL, max(deadline - time.monotonic(), 0.001) + 0.05)
+    try:
+        try:
+            status, message = _judge_run(job, tests, asserts, chan, outcomes)
+        except _JudgeAlarm:
+            status, message = "timeout", f"the run hit its {job['timeout_s']:.3g}s time limit"
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    except _JudgeAlarm:  # fired between the inner handler and the timer reset
+        status, message = "timeout", f"the run hit its {job['timeout_s']:.3g}s time limit"
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    _T["judged"] = time.monotonic() - t0
+    reason = chan.dead or ""
+    chan.kill("run finished")
+    chan.close()
+    _T["killed"] = time.monotonic() - t0
+    for i, o in enumerate(outcomes):
+        if o is None:
+            outcomes[i] = ("not_run", None, reason)
+    passed = sum(1 for o in outcomes if o[0] == "passed")
+    if status == "failed" and asserts and passed == len(asserts):
+        status = "passed"
+    return {
+        "status": status, "message": message, "passed": passed, "total": len(asserts),
+        "asserts": [list(o) for o in outcomes], "duration_s": time.monotonic() - t0,
+        "stdout": _read_capped(os.path.join(cfg["io_dir"], "stdout"), int(job["max_output"])),
+        "stderr": _read_capped(os.path.join(cfg["io_dir"], "stderr"), int(job["max_output"])),
+        "timing": dict(_T),
+    }
+
+
+def _judge_run(job: dict, tests: dict, asserts: list[str], chan: _Channel, outcomes: list) -> tuple[str, str]:
+    """Load the solution, run the test setup, then each assert unit; returns (run status, message)."""
+    try:
+        hello = chan.recv("while loading the solution")
+    except _CandidateTimeout:
+        return "timeout", f"the solution did not finish loading within {job['timeout_s']:.3g}s"
+    except _CandidateGone:
+        return "crashed", chan.dead + " while loading"
+    _T["loaded"] = time.monotonic() - chan.deadline + float(job["timeout_s"])
+    if hello[0] == "load_error" and len(hello) == 4:
+        chan.kill(f"the solution raised {hello[1]} at module level")
+        return "load_error", (f"{hello[1]}: {hello[2]}" if hello[2] else str(hello[1]))
+    if hello[0] != "ready" or len(hello) != 2 or not isinstance(hello[1], list):
+        chan.kill("the solution broke the protocol while loading")
+        return "crashed", chan.dead
+    g = _JudgeGlobals()
+    names = frozenset(x for x in hello[1] if isinstance(x, str))
+    g.__dict__["_names"] = names
+    g.__dict__["_chan"] = chan
+    compare = _Compare()
+    g.update({"__name__": "__tests__", "__builtins__": builtins, "__sbx_cmp__": compare})
+    status, message = "failed", ""
+    entry = job.get("entry_point")
+    if entry:
+        g[job.get("candidate_name") or "candidate"] = _Proxy(chan, entry) if entry in names else _MissingEntry(entry)
+        if entry not in names:
+            message = f"the solution does not define {entry}"
+    try:
+        exec(compile(tests.get("setup", ""), "<tests setup>", "exec", dont_inherit=True), g)
+    except (_JudgeAlarm, _CandidateTimeout):
+        return "timeout", "time limit reached in the test setup"
+    except _CandidateGone:
+        return "crashed", chan.dead
+    except BaseException as e:
+        return "test_error", f"the test setup raised {type(e).__name__}: {_short(e, 300)}"
+    import ast
+
+    for i, src in enumerate(asserts):
+        if chan.dead is not None:
+            break
+        compare.last = None
+        try:
+            unit = compile(_instrument(ast.parse(src)), f"<assert {i}>", "exec", dont_inherit=True)
+            exec(unit, g)
+            outcomes[i] = ("passed", None, "")
+        except (_JudgeAlarm, _CandidateTimeout) as e:
+            chan.kill(str(e))
+            outcomes[i] = ("timeout", None, "time limit reached")
+            status, message = "timeout", f"the run hit its {job['timeout_s']:.3g}s time limit"
+        except _CandidateGone as e:
+            outcomes[i] = ("error", "SolutionCrashed", str(e))
+            status, message = "crashed", str(e)
+        except _CandidateExit as e:
+            outcomes[i] = ("error", str(e).split(":")[0], f"the solution tried to exit: {_short(e, 200)}")
+        except AssertionError as e:
+            if isinstance(e, _FromCandidate):
+                outcomes[i] = ("error", type(e).__name__, _short(e))
+            else:
+                detail, text = compare.last or "", _short(e)
+                outcomes[i] = ("failed", "AssertionError",
+                               f"{text} ({detail})" if text and detail else text or detail)
+        except BaseException as e:
+            outcomes[i] = ("error", type(e).__name__, _short(e))
+    return status, message
+
+
+def _read_capped(path: str, cap: int) -> str:
+    try:
+        with open(path, "rb") as f:
+            data = f.read(cap + 1)
+    except OSError:
+        return ""
+    text = data[:cap].decode("utf-8", "replace")
+    return text + ("\n...[output truncated]" if len(data) > cap else "")
+
+
+# -------------------------------------------------------------------------------------------- zygote
+
+def _prepare_dirs(cfg: dict) -> None:
+    uid = cfg.get("uid")
+    for path, mode, owner in ((cfg["scratch"], 0o700, uid), (cfg["io_dir"], 0o700, None)):
+        if os.path.lexists(path):
+            shutil.rmtree(path, ignore_errors=True)
+        os.mkdir(path, mode)
+        if owner is not None:
+            os.chown(path, owner, owner)
+
+
+def _kill_leftovers(cfg: dict, keep: tuple[int, ...] = ()) -> None:
+    """Kill whatever the run left behind (daemonised children, threads' processes, fork bombs)."""
+    me = os.getpid()
+    spare = {1, me, *keep}
+    if cfg.get("pid_ns"):
+        for _ in range(200):
+            alive = []
+            for entry in os.listdir("/proc"):
+                if not entry.isdigit() or int(entry) in spare:
+                    continue
+                try:
+                    with open(f"/proc/{entry}/stat") as f:
+                        state = f.read().rsplit(")", 1)[1].split()[0]
+                except OSError:
+                    continue
+                if state not in ("Z", "X"):
+                    alive.append(int(entry))
+            if not alive:
+                return
+            for pid in alive:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            time.sleep(0.001)
+        return
+    uid = cfg.get("uid")
+    if uid is None:
+        return  # no private uid and no pid namespace: process-group kill in the judge is all we have
+    pid = os.fork()
+    if pid == 0:  # reaper: as the run's private uid, kill(-1) reaches exactly that uid's processes
+        try:
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            for _ in range(3):
+                try:
+                    os.kill(-1, signal.SIGKILL)  # returns 0 even when nothing was there: verify below
+                except OSError:
+                    pass
+            for _ in range(100):
+                alive = [p for p in _live_pids() if p[1] == uid and p[0] != os.getpid()]
+                if not alive:
+                    break
+                for p, _ in alive:
+                    try:
+                        os.kill(p, signal.SIGKILL)
+                    except OSError:
+                        pass
+                time.sleep(0.001)
+        finally:
+            os._exit(0)
+    _reap(pid, 5.0)
+
+
+def _live_pids() -> list[tuple[int, int]]:
+    """(pid, real uid) of every process that is not a zombie, from /proc."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status") as f:
+                text = f.read()
+        except OSError:
+            continue
+        state = text.split("State:", 1)[1].split()[0] if "State:" in text else "?"
+        uid = int(text.split("Uid:", 1)[1].split()[0]) if "Uid:" in text else -1
+        if state not in ("Z", "X"):
+            out.append((int(entry), uid))
+    return out
+
+
+class _TemplateDied(Exception):
+    pass
+
+
+def _recv_exact_sock(sock: _socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise EOFError
+        buf += chunk
+    return bytes(buf)
+
+
+def _send_msg(sock: _socket.socket, obj: dict, fds: tuple[int, ...] = (), extra: bytes = b"") -> None:
+    head = json.dumps(obj).encode()
+    anc = []
+    if fds:
+        anc = [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS,
+                b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in fds))]
+    sock.sendmsg([len(head).to_bytes(4, "big")], anc)
+    sock.sendall(head + extra)
+
+
+def _recv_msg(sock: _socket.socket) -> tuple[dict, list[int]]:
+    data, anc, _, _ = sock.recvmsg(4, _socket.CMSG_SPACE(16))
+    if not data:
+        raise EOFError
+    if len(data) < 4:
+        data += _recv_exact_sock(sock, 4 - len(data))
+    fds = []
+    for level, kind, payload in anc:
+        if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+            fds += [int.from_bytes(payload[i:i + 4], sys.byteorder, signed=True)
+                    for i in range(0, len(payload) - len(payload) % 4, 4)]
+    return json.loads(_recv_exact_sock(sock, int.from_bytes(data, "big"))), fds
+
+
+class _Template:
+    """A clean process forked at start-up, before any job: every candidate is forked from it, so no
+    candidate inherits memory that ever held tests (the zygote, which judges, does hold them)."""
+
+    def __init__(self, cfg: dict, close_fds: tuple[int, ...]) -> None:
+        self.sock, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        self.pid = os.fork()
+        if self.pid == 0:
+            try:
+                self.sock.close()
+                for fd in close_fds:
+                    os.close(fd)
+                self._serve(cfg, theirs)
+            finally:
+                os._exit(0)
+        theirs.close()
+        self.sock.settimeout(30.0)
+
+    @staticmethod
+    def _serve(cfg: dict, sock: _socket.socket) -> None:
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        while True:
+            try:
+                req, fds = _recv_msg(sock)
+            except (EOFError, OSError):
+                return
+            if req.get("op") == "spawn":
+                code = _recv_exact_sock(sock, int(req["code_len"])).decode("utf-8", "surrogatepass")
+                pid = os.fork()
+                if pid == 0:
+                    sock.close()
+                    _candidate_main(cfg, req["job"], code, fds[0], fds[1])
+                    os._exit(0)
+                for fd in fds:
+                    os.close(fd)
+                _send_msg(sock, {"pid": pid})
+            elif req.get("op") == "reap":
+                _send_msg(sock, {"status": _reap(int(req["pid"]), float(req["wait_s"]))})
+                try:  # collect any earlier candidate that was slow to die
+                    while os.waitpid(-1, os.WNOHANG)[0]:
+                        pass
+                except ChildProcessError:
+                    pass
+
+    def _ask(self, obj: dict, fds: tuple[int, ...] = (), extra: bytes = b"") -> dict:
+        # The judge's time-limit alarm must not cut an exchange in half (the next answer would be read
+        # as this one's): it is held back until the exchange is complete.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+        try:
+            _send_msg(self.sock, obj, fds, extra)
+            return _recv_msg(self.sock)[0]
+        except (OSError, EOFError, ValueError) as e:
+            raise _TemplateDied(f"{type(e).__name__}: {e}") from None
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGALRM})
+
+    def spawn(self, job: dict, code: str, req_r: int, rsp_w: int) -> int:
+        data = code.encode("utf-8", "surrogatepass")
+        return int(self._ask({"op": "spawn", "job": job, "code_len": len(data)}, (req_r, rsp_w), data)["pid"])
+
+    def reap(self, pid: int, wait_s: float) -> int | None:
+        return self._ask({"op": "reap", "pid": pid, "wait_s": wait_s})["status"]
+
+
+_JUDGE_STATE = {}
+
+
+def _snapshot_judge_state() -> None:
+    _JUDGE_STATE.update(builtins=dict(builtins.__dict__), recursion=sys.getrecursionlimit(), cwd=os.getcwd(),
+                        streams=(sys.stdin, sys.stdout, sys.stderr))
+
+
+def _restore_judge_state() -> None:
+    """Undo what trusted-but-careless test code may have changed in the long-lived judge."""
+    if builtins.__dict__ != _JUDGE_STATE["builtins"]:
+        builtins.__dict__.clear()
+        builtins.__dict__.update(_JUDGE_STATE["builtins"])
+    sys.setrecursionlimit(_JUDGE_STATE["recursion"])
+    sys.stdin, sys.stdout, sys.stderr = _JUDGE_STATE["streams"]
+    try:
+        os.chdir(_JUDGE_STATE["cwd"])
+    except OSError:
+        pass
+
+
+def _run_job(cfg: dict, job: dict, code: str, tests_blob: bytes, template: _Template) -> dict:
+    t0 = time.monotonic()
+    _T.clear()
+    try:
+        _prepare_dirs(cfg)
+    except OSError as e:
+        return {"status": "sandbox_error", "message": f"could not prepare the scratch dir: {e}"}
+    _T["prepared"] = time.monotonic() - t0
+    try:
+        result = _judge(cfg, job, code, tests_blob, template, t0)
+    except _TemplateDied as e:
+        if cfg.get("uid") is None:  # not root: the candidate shares the template's uid and can kill it
+            result = {"status": "crashed", "fatal": True,
+                      "message": f"the candidate template died ({e}); without a separate uid the solution can kill it"}
+        else:
+            result = {"status": "sandbox_error", "message": f"the candidate template died ({e})", "fatal": True}
+    except BaseException as e:
+        result = {"status": "sandbox_error", "message": f"judge failed: {type(e).__name__}: {_short(e)}"}
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        _restore_judge_state()
+    _kill_leftovers(cfg, (template.pid,))
+    shutil.rmtree(cfg["scratch"], ignore_errors=True)
+    if isinstance(result.get("timing"), dict):
+        result["timing"]["cleaned"] = time.monotonic() - t0
+    return result
+
+
+def main() -> None:
+    cfg = json.loads(sys.argv[1])
+    _CFG.update(cfg)
+    proto = (os.dup(0), os.dup(1))
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)  # stray prints can never corrupt the protocol
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    _prctl(PR_SET_DUMPABLE, 0)  # without a separate uid, this keeps /proc/<zygote>/fd out of reach
+    for name in PREIMPORT:
+        try:
+            __import__(name)
+        except Exception:
+            pass
+    os.makedirs(os.path.dirname(cfg["scratch"]) or "/", exist_ok=True)
+    gc.collect()
+    gc.freeze()  # forked children do not dirty the template's pages by collecting them
+    template = _Template(cfg, proto)
+    _snapshot_judge_state()
+    hello = {"ready": True, "pid": os.getpid(), "python": sys.version.split()[0], "uid": cfg.get("uid")}
+    _write_frame(proto[1], json.dumps(hello).encode())
+    while True:
+        try:
+            job = json.loads(_read_frame(proto[0]))
+            code = _read_frame(proto[0]).decode("utf-8", "surrogatepass")
+            tests_blob = _read_frame(proto[0])
+        except EOFError:
+            return
+        result = _run_job(cfg, job, code, tests_blob, template)
+        _write_frame(proto[1], json.dumps(result).encode("utf-8", "surrogatepass"))
+        if result.get("fatal"):
+            return  # the parent restarts the worker
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,485 @@
+"""Run untrusted solutions against parsed tests in a pool of isolated worker processes.
+
+Each worker is a fresh interpreter (never a fork of the trainer, which may hold a 500 MB model) started
+once, inside bubblewrap when available; it forks a judge and a candidate per run (see `_worker.py`).
+The parent only moves bytes: code and tests in, a verdict decided by the judge out.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import itertools
+import json
+import logging
+import os
+import queue
+import select
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from collections import OrderedDict
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+
+from .results import AssertResult, ExecResult, SyntaxErrorInfo
+from .testparse import ParsedTests
+
+logger = logging.getLogger("sandbox")
+
+LEVELS = ("bwrap", "unshare", "subprocess")
+WORKER_SOURCE_PATH = Path(__file__).with_name("_worker.py")
+CACHE_VERSION = "1"
+_WORKER_START_TIMEOUT_S = 30.0
+_RESULT_GRACE_S = 5.0  # parent waits this long past the run's limit before declaring the worker dead
+_MAX_JOBS_PER_WORKER = 20_000  # then the worker is replaced (~0.3 s), bounding what the judge accumulates
+_MASKED = ("/root", "/home", "/work", "/mnt", "/media", "/srv", "/run", "/var/tmp", "/opt", "/var/lib",
+           "/var/log", "/var/cache", "/var/mail", "/var/spool", "/boot", "/lost+found")
+_SYSTEM = ("/usr", "/etc", "/bin", "/lib", "/lib32", "/lib64", "/libx32", "/sbin", "/tmp", "/dev", "/proc", "/sys")
+_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER")
+_announced: set[str] = set()
+_probe_cache: dict[tuple[str, str], bool] = {}
+_uid_counter = itertools.count()
+_lock = threading.Lock()
+
+
+class SandboxUnavailable(RuntimeError):
+    """The requested isolation level cannot run on this machine."""
+
+
+# --------------------------------------------------------------------------------------- interpreter
+
+def _world_usable(path: str) -> bool:
+    """True when every directory down to `path` is searchable and the file readable by any user."""
+    p = Path(path)
+    try:
+        for parent in reversed(p.parents):
+            if not parent.stat().st_mode & stat.S_IXOTH:
+                return False
+        return bool(p.stat().st_mode & stat.S_IROTH)
+    except OSError:
+        return False
+
+
+@functools.cache
+def _stdlib_dir(python: str) -> str | None:
+    try:
+        out = subprocess.run([python, "-I", "-S", "-c", "import os; print(os.path.dirname(os.__file__))"],
+                             capture_output=True, text=True, timeout=20, env={"PATH": "/usr/bin:/bin"})
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+@functools.cache
+def pick_python(explicit: str | None = None) -> str:
+    """Interpreter for the workers. As root, candidates run as an unprivileged uid that must be able to
+    read the interpreter and its stdlib (a root-owned pyenv under /root is not), so prefer the system one."""
+    if explicit:
+        return explicit
+    if os.geteuid() != 0:
+        return sys.executable
+    for cand in ("/usr/bin/python3", "/usr/local/bin/python3", shutil.which("python3") or "", sys.executable):
+        if not cand or not os.path.exists(cand):
+            continue
+        real = os.path.realpath(cand)
+        lib = _stdlib_dir(real)
+        if lib and _world_usable(real) and _world_usable(os.path.join(lib, "os.py")):
+            return real
+    logger.warning("no interpreter readable by an unprivileged uid found; candidates may fail to import")
+    return sys.executable
+
+
+def _masks(python: str) -> tuple[str, ...]:
+    return _masks_for(python, os.getcwd(), os.path.expanduser("~"))
+
+
+@functools.cache
+def _masks_for(python: str, cwd: str, home: str) -> tuple[str, ...]:
+    """Host directories hidden behind empty tmpfs in the bwrap sandbox (never the interpreter's own)."""
+    real = os.path.realpath(python)
+    lib = _stdlib_dir(real) or ""
+    needed = [real, lib]
+    extra = [cwd, home, str(Path(__file__).resolve().parent.parent)]
+    out = []
+    for path in list(_MASKED) + extra:
+        path = os.path.realpath(path)
+        if path == "/" or any(path == p or path.startswith(p + "/") for p in _SYSTEM):
+            continue  # never hide the system itself (and /tmp is a private tmpfs already)
+        if not os.path.isdir(path) or any(path == o or path.startswith(o + "/") for o in out):
+            continue
+        if any(n == path or n.startswith(path + os.sep) for n in needed if n):
+            continue
+        out.append(path)
+    return tuple(out)
+
+
+# ------------------------------------------------------------------------------------------ isolation
+
+def _command(level: str, python: str, source: str, cfg: dict, tmpfs_bytes: int) -> list[str]:
+    tail = [python, "-I", "-S", "-B", "-c", source, json.dumps(cfg)]
+    root = os.geteuid() == 0
+    if level == "bwrap":
+        ns = (["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+              if root else ["--unshare-all"])
+        argv = ["bwrap", *ns, "--die-with-parent", "--new-session", "--ro-bind", "/", "/", "--dev", "/dev",
+                "--proc", "/proc", "--perms", "0755", "--size", str(tmpfs_bytes), "--tmpfs", "/tmp"]
+        for path in _masks(python):
+            argv += ["--tmpfs", path]
+        argv += ["--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8"]
+        if root:
+            argv += ["--cap-drop", "ALL"]
+            for cap in _CAPS:
+                argv += ["--cap-add", cap]
+        return argv + ["--chdir", "/tmp", *tail]
+    if level == "unshare":
+        return ["unshare", "--net", "--ipc", "--uts", *([] if root else ["--map-root-user"]), "--", *tail]
+    return tail
+
+
+def _probe(level: str, python: str) -> bool:
+    key = (level, python)
+    if key not in _probe_cache:
+        if level != "subprocess" and shutil.which("bwrap" if level == "bwrap" else "unshare") is None:
+            _probe_cache[key] = False
+        else:
+            argv = _command(level, python, "pass", {}, 1 << 20)
+            try:
+                rc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=30,
+                                    env={"PATH": "/usr/bin:/bin"}).returncode
+            except (OSError, subprocess.TimeoutExpired):
+                rc = -1
+            _probe_cache[key] = rc == 0
+    return _probe_cache[key]
+
+
+def detect_isolation(requested: str = "auto", python: str | None = None) -> str:
+    """Strongest available level for `requested` ("auto" tries bwrap, then unshare, then subprocess)."""
+    if requested not in ("auto", *LEVELS):
+        raise ValueError(f"isolation={requested!r} is not allowed; expected auto, bwrap, unshare or subprocess")
+    python = pick_python(python)
+    order = LEVELS if requested == "auto" else (requested,)
+    for level in order:
+        if _probe(level, python):
+            if level not in _announced:
+                _announced.add(level)
+                log = logger.info if level == "bwrap" else logger.warning
+                weaker = " (bubblewrap unavailable: weaker isolation)" if requested == "auto" else " (as requested)"
+                log("sandbox isolation level: %s%s (python %s, %s)", level,
+                    "" if level == "bwrap" else weaker, python,
+                    "uid drop" if os.geteuid() == 0 else "no uid drop (not root)")
+            return level
+    raise SandboxUnavailable(f"isolation level {requested!r} is not available on this machine")
+
+
+# ---------------------------------------------------------------------------------------------- worker
+
+def _read_exact(fd: int, n: int, deadline: float) -> bytes:
+    """Read n bytes before the deadline (poll, not select: a trainer can hold more than 1024 fds)."""
+    chunks, got = [], 0
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+    while got < n:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not poller.poll(remaining * 1000):
+            raise TimeoutError
+        chunk = os.read(fd, min(n - got, 1 << 20))
+        if not chunk:
+            raise EOFError
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+class _WorkerDied(Exception):
+    def __init__(self, message: str, retry: bool = False) -> None:
+        super().__init__(message)
+        self.retry = retry  # the job never reached the worker: safe to run it on a fresh one
+
+
+class _Worker:
+    """One long-lived sandboxed interpreter; used by one thread at a time."""
+
+    def __init__(self, index: int, level: str, python: str, source: str, tmpfs_bytes: int, uid_base: int):
+        self.index = index
+        self.level = level
+        self.proc: subprocess.Popen | None = None
+        root = os.geteuid() == 0
+        uid = uid_base + (os.getpid() * 7 + next(_uid_counter)) % 500 if root else None
+        self.base: str | None = None
+        if level == "bwrap":
+            cfg = {"scratch": "/tmp/run", "io_dir": "/tmp/.io", "uid": uid, "pid_ns": True, "prctl": not root}
+        else:
+            self.base = tempfile.mkdtemp(prefix=f"comlrl-sandbox-{index}-")
+            os.chmod(self.base, 0o711)
+            cfg = {"scratch": os.path.join(self.base, "run"), "io_dir": os.path.join(self.base, "io"),
+                   "uid": uid, "pid_ns": False, "prctl": True}
+        self.uid = uid
+        self.argv = _command(level, python, source, cfg, tmpfs_bytes)
+        self.jobs = 0
+
+    def start(self) -> None:
+        self.jobs = 0
+        self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+                                     close_fds=True, start_new_session=True)
+        try:
+            hello = json.loads(self._read_frame(time.monotonic() + _WORKER_START_TIMEOUT_S))
+        except (TimeoutError, EOFError, ValueError) as e:
+            self.kill()
+            raise SandboxUnavailable(f"sandbox worker failed to start ({type(e).__name__})") from None
+        if not hello.get("ready"):
+            self.kill()
+            raise SandboxUnavailable("sandbox worker failed to start")
+
+    def _read_frame(self, deadline: float) -> bytes:
+        assert self.proc is not None and self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        n = int.from_bytes(_read_exact(fd, 4, deadline), "big")
+        return _read_exact(fd, n, deadline)
+
+    def run(self, frames: Sequence[bytes], wait_s: float) -> dict:
+        """Send one job; returns the verdict dict. Raises _WorkerDied (worker killed) on any failure."""
+        if self.proc is None or self.proc.poll() is not None:
+            self.start()
+        assert self.proc is not None and self.proc.stdin is not None
+        try:
+            fd = self.proc.stdin.fileno()
+            data = b"".join(len(f).to_bytes(4, "big") + f for f in frames)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        except OSError as e:
+            self.kill()
+            raise _WorkerDied(f"could not send the job ({e})", retry=True) from None
+        try:
+            raw = json.loads(self._read_frame(time.monotonic() + wait_s))
+            self.jobs += 1
+            if raw.get("fatal") or self.jobs >= _MAX_JOBS_PER_WORKER:
+                self.kill()  # cannot go on / bound the long-lived judge's memory: next job starts afresh
+            return raw
+        except TimeoutError:
+            self.kill()
+            raise _WorkerDied("timeout") from None
+        except (EOFError, ValueError) as e:
+            self.kill()
+            raise _WorkerDied(f"worker ended without a verdict ({type(e).__name__})") from None
+
+    def kill(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            proc.kill()
+        except OSError:
+            pass
+        for stream in (proc.stdin, proc.stdout):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def close(self) -> None:
+        self.kill()
+        if self.base:
+            shutil.rmtree(self.base, ignore_errors=True)
+
+
+def _shutdown(workers: list[_Worker], pool: ThreadPoolExecutor) -> None:
+    pool.shutdown(wait=False, cancel_futures=True)
+    for w in workers:
+        w.close()
+
+
+# --------------------------------------------------------------------------------------------- sandbox
+
+def syntax_error_of(code: str) -> SyntaxErrorInfo | None:
+    """Compile (never run) `code`; the parent does this to skip executing code that cannot load."""
+    try:
+        compile(code, "<solution>", "exec", dont_inherit=True)
+    except SyntaxError as e:
+        return SyntaxErrorInfo(e.lineno or 0, e.offset or 0, e.msg)
+    except (ValueError, RecursionError, MemoryError, OverflowError) as e:
+        return SyntaxErrorInfo(0, 0, f"{type(e).__name__}: {e}")
+    return None
+
+
+class Sandbox:
+    """Pool of isolated workers with batch submission and a content-addressed result cache.
+
+    `workers` None/0 = one per usable core. `timeout_s` bounds each whole run (load + all asserts),
+    `memory_mb` its address space. Thread-safe: several threads may call `run`/`run_many` at once.
+    """
+
+    def __init__(self, workers: int | None = None, timeout_s: float = 5.0, memory_mb: int = 512,
+                 isolation: str = "auto", cache: bool = True, *, python: str | None = None, nproc: int = 32,
+                 nofile: int = 64, fsize_mb: int = 16, max_output_bytes: int = 64 * 1024,
+                 max_value_mb: int = 16, tmpfs_mb: int = 128, uid_base: int = 65000,
+                 cache_size: int = 100_000) -> None:
+        if timeout_s <= 0:
+            raise ValueError("timeout_s must be > 0")
+        if memory_mb < 64:
+            raise ValueError("memory_mb must be >= 64")
+        n = workers or len(os.sched_getaffinity(0)) or 1
+        self.timeout_s = float(timeout_s)
+        self.memory_mb = int(memory_mb)
+        self.python = pick_python(python)
+        self._level = detect_isolation(isolation, self.python)
+        self._limits = {
+            "timeout_s": self.timeout_s, "memory_mb": self.memory_mb, "nproc": int(nproc), "nofile": int(nofile),
+            "fsize_bytes": int(fsize_mb) << 20, "max_output": int(max_output_bytes),
+            "max_value_bytes": int(max_value_mb) << 20,
+        }
+        self.cache_enabled = bool(cache)
+        self._cache: OrderedDict[str, ExecResult] = OrderedDict()
+        self._cache_size = int(cache_size)
+        self._cache_lock = threading.Lock()
+        self.stats = {"requested": 0, "cache_hits": 0, "executed": 0, "syntax_errors": 0, "worker_restarts": 0}
+        source = WORKER_SOURCE_PATH.read_text()
+        self._workers = [_Worker(i, self._level, self.python, source, int(tmpfs_mb) << 20, uid_base)
+                         for i in range(n)]
+        self._pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="sandbox")
+        self._free: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
+        self._finalizer = weakref.finalize(self, _shutdown, self._workers, self._pool)
+        try:
+            for f in [self._pool.submit(w.start) for w in self._workers]:
+                f.result()
+        except BaseException:
+            self.close()
+            raise
+        for w in self._workers:
+            self._free.put(w)
+        self._closed = False
+
+    # -- public API ------------------------------------------------------------------------------------
+    @property
+    def isolation(self) -> str:
+        return self._level
+
+    @property
+    def workers(self) -> int:
+        return len(self._workers)
+
+    def run(self, code: str, tests: ParsedTests) -> ExecResult:
+        """Run one solution against its tests (see `run_many`)."""
+        return self.run_many([(code, tests)])[0]
+
+    def run_many(self, jobs: Sequence[tuple[str, ParsedTests]]) -> list[ExecResult]:
+        """Run jobs in parallel on the pool; identical jobs (same code, tests and limits) run once."""
+        if self._closed:
+            raise RuntimeError("Sandbox is closed")
+        out: list[ExecResult | None] = [None] * len(jobs)
+        todo: dict[str, list[int]] = {}
+        with self._cache_lock:
+            self.stats["requested"] += len(jobs)
+            for i, (code, tests) in enumerate(jobs):
+                key = self.cache_key(code, tests)
+                hit = self._cache.get(key) if self.cache_enabled else None
+                if hit is not None:
+                    self._cache.move_to_end(key)
+                    self.stats["cache_hits"] += 1
+                    out[i] = replace(hit, cached=True)
+                elif key in todo and self.cache_enabled:
+                    self.stats["cache_hits"] += 1
+                    todo[key].append(i)
+                else:
+                    todo.setdefault(key if self.cache_enabled else f"{key}:{i}", []).append(i)
+        futures = {key: self._pool.submit(self._execute, *jobs[idx[0]]) for key, idx in todo.items()}
+        for key, fut in futures.items():
+            result = fut.result()
+            first, *rest = todo[key]
+            out[first] = result
+            for j in rest:
+                out[j] = replace(result, cached=True)
+            if self.cache_enabled and result.status != "sandbox_error":
+                with self._cache_lock:
+                    self._cache[key] = result
+                    while len(self._cache) > self._cache_size:
+                        self._cache.popitem(last=False)
+        return [r for r in out if r is not None]
+
+    def cache_key(self, code: str, tests: ParsedTests) -> str:
+        """sha256 of everything that can change a verdict: code, tests, entry point and limits."""
+        blob = json.dumps([CACHE_VERSION, code, tests.setup, list(tests.asserts), tests.entry_point,
+                           tests.candidate_name, sorted(self._limits.items())], ensure_ascii=False)
+        return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
+
+    def close(self) -> None:
+        """Kill the workers and remove their scratch space."""
+        self._closed = True
+        self._finalizer()
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals -------------------------------------------------------------------------------------
+    def _not_run(self, tests: ParsedTests, status: str = "not_run", message: str = "") -> tuple[AssertResult, ...]:
+        return tuple(AssertResult(i, src, status, None, message) for i, src in enumerate(tests.asserts))
+
+    def _execute(self, code: str, tests: ParsedTests) -> ExecResult:
+        t0 = time.perf_counter()
+        err = syntax_error_of(code)
+        if err is not None:
+            with self._cache_lock:
+                self.stats["syntax_errors"] += 1
+            return ExecResult("syntax_error", self._not_run(tests), 0, len(tests.asserts), 0.0, self._level,
+                              syntax_error=err, message=f"SyntaxError: {err}")
+        header = dict(self._limits, entry_point=tests.entry_point, candidate_name=tests.candidate_name)
+        frames = (json.dumps(header).encode(), code.encode("utf-8", "surrogatepass"),
+                  json.dumps({"setup": tests.setup, "asserts": list(tests.asserts)}).encode("utf-8", "surrogatepass"))
+        worker = self._free.get()
+        try:
+            try:
+                raw = worker.run(frames, self.timeout_s + _RESULT_GRACE_S)
+            except _WorkerDied as e:
+                if not e.retry:
+                    raise
+                raw = worker.run(frames, self.timeout_s + _RESULT_GRACE_S)
+        except (_WorkerDied, SandboxUnavailable) as e:
+            with self._cache_lock:
+                self.stats["worker_restarts"] += 1
+            timed_out = str(e) == "timeout"
+            raw = {"status": "timeout" if timed_out else "sandbox_error",
+                   "message": "the sandbox worker stopped answering" if timed_out else str(e)}
+        finally:
+            self._free.put(worker)
+        with self._cache_lock:
+            self.stats["executed"] += 1
+        return self._to_result(raw, tests, time.perf_counter() - t0)
+
+    def _to_result(self, raw: dict, tests: ParsedTests, duration: float) -> ExecResult:
+        status = raw.get("status", "sandbox_error")
+        message = str(raw.get("message", ""))
+        rows = raw.get("asserts")
+        if isinstance(rows, list) and len(rows) == len(tests.asserts):
+            asserts = tuple(AssertResult(i, src, str(r[0]), r[1], str(r[2] or ""))
+                            for i, (src, r) in enumerate(zip(tests.asserts, rows, strict=True)))
+        else:
+            if rows is not None:
+                status, message = "sandbox_error", "the verdict does not match the tests"
+            asserts = self._not_run(tests, "timeout" if status == "timeout" else "not_run", message)
+        passed = sum(a.status == "passed" for a in asserts)
+        if status == "passed" and passed != len(asserts):
+            status = "failed"
+        return ExecResult(status, asserts, passed, len(asserts), round(duration, 6), self._level,
+                          str(raw.get("stdout", "")), str(raw.get("stderr", "")), None, message)
