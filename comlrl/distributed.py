@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import torch
 from accelerate import Accelerator
-from accelerate.utils import InitProcessGroupKwargs
+from accelerate.utils import DistributedType, InitProcessGroupKwargs
 
 
 class WorldSizeError(RuntimeError):
@@ -30,10 +30,12 @@ def make_accelerator() -> Accelerator:
         handlers.append(InitProcessGroupKwargs(backend="gloo", timeout=timedelta(minutes=30)))
     accelerator = Accelerator(kwargs_handlers=handlers)
     real = torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1
+    if accelerator.distributed_type == DistributedType.NO:
+        real = 1  # a process group may exist, but accelerate will neither wrap the model nor synchronise
     if accelerator.num_processes != world or real != world:
         raise WorldSizeError(
             f"launcher started WORLD_SIZE={world} processes but accelerate sees {accelerator.num_processes} "
-            f"and the process group has {real}; "
+            f"and {real} of them train together; "
             "on CPU launch with `ACCELERATE_USE_CPU=true accelerate launch --multi_gpu --num_processes N` "
             "or the DeepSpeed config in configs/accelerate/"
         )

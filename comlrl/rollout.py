@@ -63,9 +63,10 @@ def expand_trees(
             chunk = scored[i * len(actions) : (i + 1) * len(actions)]
             node.rewards = [float(r) for r, _ in chunk]
             node.details = [d for _, d in chunk]
-            node.terminated = should_terminate(node.rewards, shape.threshold)
-        if turn == shape.num_turns:
+        if turn == shape.num_turns:  # last-turn nodes are leaves anyway: nothing to prune
             break
+        for node in level:
+            node.terminated = should_terminate(node.rewards, shape.threshold)
         growing = [(node, j) for node in level if not node.terminated for j in range(len(actions))]
         child_messages = next_messages(growing) if growing else []
         level = []

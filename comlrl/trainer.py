@@ -317,7 +317,8 @@ def training_step(comp: Components, step: int) -> tuple[dict[str, float], list[d
         metrics[key] = int(total[key])
     for t in range(1, m.num_turns + 1):
         metrics[f"turn_{t}/nodes"] = int(total[f"turn_{t}/nodes"])
-        metrics[f"turn_{t}/pruned_frac"] = total[f"turn_{t}/pruned"] / max(1.0, total[f"turn_{t}/nodes"])
+        n = total[f"turn_{t}/nodes"]
+        metrics[f"turn_{t}/pruned_frac"] = total[f"turn_{t}/pruned"] / n if n else float("nan")
     metrics["pruned_frac"] = total["pruned"] / max(1.0, total["nodes"])
     metrics["loss"] = total["loss"] / world
     metrics["grad_norm"] = train_stats["grad_norm"]

@@ -137,3 +137,9 @@ def test_backup_by_hand_discount_point_nine_three_levels():
     assert grand.returns == [2.0, 4.0]
     assert root.children[0].returns == pytest.approx([0.0, 3.7])
     assert rets == pytest.approx([2.665, 0.5])
+
+
+def test_last_turn_nodes_are_never_marked_pruned():
+    roots, _ = run(2, 2, 2, "align", threshold=0.0, reward=lambda n, a: 1.0 if n.turn == 2 else 0.0)
+    assert not roots[0].terminated and all(not c.terminated for c in roots[0].children.values())
+    assert TreeStats.of(roots, 2).pruned == [0, 0]

@@ -47,7 +47,7 @@ def test_refuses_a_world_accelerate_does_not_see(tmp_path, tiny_model):
     """Without ACCELERATE_USE_CPU the launcher starts 2 ranks that each think they are alone."""
     run = tmp_path / "bad"
     res = train([*ARGS, f"training.output_dir={run}"], launcher=DDP, timeout=600,
-                extra_env={"ACCELERATE_USE_CPU": ""})
+                extra_env={"ACCELERATE_USE_CPU": None})
     assert res.returncode != 0
     assert "launcher started WORLD_SIZE=2 processes" in res.stderr
     assert not (run / "metrics.jsonl").exists()

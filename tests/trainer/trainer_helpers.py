@@ -25,10 +25,14 @@ def env() -> dict[str, str]:
 
 
 def train(args: list[str], launcher: list[str] | None = None, timeout: int = 900,
-          extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+          extra_env: dict[str, str | None] | None = None) -> subprocess.CompletedProcess:
     cmd = (launcher or [sys.executable]) + [str(ENTRY)] + args
     e = env()
-    e.update(extra_env or {})
+    for key, value in (extra_env or {}).items():  # None removes the variable
+        if value is None:
+            e.pop(key, None)
+        else:
+            e[key] = value
     return subprocess.run(cmd, cwd=ROOT, env=e, capture_output=True, text=True, timeout=timeout)
 
 

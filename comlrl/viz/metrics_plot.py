@@ -1,0 +1,204 @@
+"""PNG plots and a markdown summary of one or several runs' `metrics.jsonl`.
+
+Each run is one line colour in every plot, named by its directory (the shortest path suffix that tells
+the runs apart). Missing keys and NaN (stored as null) leave gaps instead of failing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from comlrl.viz import VizError
+
+PLOTS = ("overview.png", "reward.png", "pruned.png", "loss.png", "eval_pass_at_1.png")
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+_DASHES = ("-", "--", "-.", ":")
+_TURN = re.compile(r"^turn_(\d+)/reward_mean$")
+
+
+@dataclass
+class Run:
+    """One run's metrics: step -> {key: float or nan} (records of the same step merged, later wins)."""
+
+    name: str
+    path: Path
+    steps: dict[int, dict[str, float]]
+
+    def series(self, key: str, train_only: bool = False) -> tuple[list[int], list[float]]:
+        """Steps that have `key` (nan where it was NaN/null) in step order."""
+        xs, ys = [], []
+        for step in sorted(self.steps):
+            if train_only and step == 0:
+                continue
+            if key in self.steps[step]:
+                xs.append(step)
+                ys.append(self.steps[step][key])
+        return xs, ys
+
+    def final(self, key: str) -> float:
+        """The value at the last training step (nan when absent there)."""
+        train = [s for s in self.steps if s > 0]
+        return self.steps[max(train)].get(key, math.nan) if train else math.nan
+
+    def turns(self) -> list[int]:
+        """Turns that have a `turn_<t>/reward_mean` anywhere in the run."""
+        return sorted({int(m.group(1)) for rec in self.steps.values() for k in rec if (m := _TURN.match(k))})
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if value is None:
+        return math.nan
+    if isinstance(value, int | float):
+        return float(value)
+    return None
+
+
+def load_metrics(run_dir: str | Path) -> dict[int, dict[str, float]]:
+    """Parse RUN_DIR/metrics.jsonl; VizError for a missing directory/file or one without records."""
+    run = Path(run_dir)
+    if not run.is_dir():
+        raise VizError(f"run directory not found: {run}")
+    path = run / "metrics.jsonl"
+    if not path.is_file():
+        raise VizError(f"no metrics.jsonl in {run}")
+    steps: dict[int, dict[str, float]] = {}
+    for line in path.read_text().splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut by a crash
+        if not isinstance(rec, dict) or not isinstance(rec.get("step"), int):
+            continue
+        merged = steps.setdefault(rec["step"], {})
+        for k, v in rec.items():
+            num = _number(v)
+            if k != "step" and num is not None:
+                merged[k] = num
+    if not steps:
+        raise VizError(f"{path} holds no metrics records")
+    return steps
+
+
+def run_names(paths: list[Path]) -> list[str]:
+    """Shortest trailing path parts that tell the runs apart (`a/out`, `b/out`; `align`, `cross`)."""
+    parts = [p.resolve().parts for p in paths]
+    for n in range(1, max(len(p) for p in parts) + 1):
+        names = ["/".join(p[-n:]) for p in parts]
+        if len(set(names)) == len(names):
+            return names
+    return [str(p) for p in paths]  # the same directory given twice
+
+
+def load_runs(run_dirs: list[str | Path]) -> list[Run]:
+    """Load every run (VizError on the first bad one), named by `run_names`."""
+    paths = [Path(d) for d in run_dirs]
+    data = [load_metrics(p) for p in paths]
+    return [Run(n, p, d) for n, p, d in zip(run_names(paths), paths, data, strict=True)]
+
+
+def _fmt(value: float, digits: int = 3) -> str:
+    return f"{value:.{digits}f}" if math.isfinite(value) else "n/a"
+
+
+def summary_table(runs: list[Run]) -> str:
+    """Markdown table of each run's final figures (last training step) and wall time."""
+    turns = sorted({t for r in runs for t in r.turns()})
+    head = (["run", "steps", "reward_mean"] + [f"turn_{t} reward" for t in turns]
+            + ["pruned_frac", "loss", "eval pass@1 (first → last)", "wall time (s)"])
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|"]
+    for r in runs:
+        train = [s for s in r.steps if s > 0]
+        _, ev = r.series("eval/pass_at_1")
+        ev = [v for v in ev if math.isfinite(v)]
+        evtxt = "n/a" if not ev else _fmt(ev[0]) if len(ev) == 1 else f"{_fmt(ev[0])} → {_fmt(ev[-1])}"
+        _, secs = r.series("step_seconds", train_only=True)
+        secs = [v for v in secs if math.isfinite(v)]
+        row = ([r.name, str(max(train)) if train else "0", _fmt(r.final("reward_mean"))]
+               + [_fmt(r.final(f"turn_{t}/reward_mean")) for t in turns]
+               + [_fmt(r.final("pruned_frac")), _fmt(r.final("loss"), 4), evtxt,
+                  _fmt(sum(secs), 1) if secs else "n/a"])
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+    except ImportError:
+        raise VizError("matplotlib is not installed (pip install matplotlib)") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _draw(ax: Any, runs: list[Run], key: str, title: str, colours: list[Any], legend: bool = False) -> None:
+    """One panel: `key` over steps for every run; eval keys include step 0, fractions get a 0..1 axis."""
+    from matplotlib.ticker import MaxNLocator
+
+    train_only = not key.startswith("eval/")
+    ylim = (-0.03, 1.03) if key.endswith("pruned_frac") or key.endswith("pass_at_1") else None
+    drawn = False
+    for i, (run, colour) in enumerate(zip(runs, colours, strict=True)):
+        xs, ys = run.series(key, train_only=train_only)
+        if not xs:
+            continue
+        drawn = drawn or any(math.isfinite(y) for y in ys)
+        # distinct markers and dashes keep runs with identical values visible on top of each other
+        ax.plot(xs, ys, marker=_MARKERS[i % len(_MARKERS)], markersize=4, linewidth=1.6, alpha=0.9,
+                linestyle=_DASHES[i % len(_DASHES)], color=colour, label=run.name)
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel("step", fontsize=9)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.tick_params(labelsize=8)
+    ax.grid(True, alpha=0.3)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    if not drawn:
+        ax.text(0.5, 0.5, f"no data for {key}", transform=ax.transAxes, ha="center", va="center", color="grey")
+    elif legend:
+        ax.legend(fontsize=8, loc="best")
+
+
+def _panels(plt: Any, runs: list[Run], specs: list[tuple[str, str]], path: Path, colours: list[Any],
+            suptitle: str) -> None:
+    ncols = 2 if len(specs) == 4 else min(len(specs), 3)
+    nrows = math.ceil(len(specs) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.4 * ncols, 3.3 * nrows), squeeze=False)
+    for i, (key, title) in enumerate(specs):
+        _draw(axes[i // ncols][i % ncols], runs, key, title, colours, legend=i == 0)
+    for j in range(len(specs), nrows * ncols):
+        axes[j // ncols][j % ncols].set_visible(False)
+    fig.suptitle(suptitle, fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_runs(runs: list[Run], out_dir: str | Path) -> list[Path]:
+    """Write the PNGs (see PLOTS) into out_dir and return their paths."""
+    plt = _pyplot()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    cmap = plt.get_cmap("tab10")
+    colours = [cmap(i % 10) for i in range(len(runs))]
+    turns = sorted({t for r in runs for t in r.turns()})
+    paths = [out / name for name in PLOTS]
+    _panels(plt, runs, [("reward_mean", "reward (all turns)"), ("pruned_frac", "pruned fraction"),
+                        ("loss", "loss"), ("eval/pass_at_1", "eval pass@1 (last turn)")],
+            paths[0], colours, "overview")
+    _panels(plt, runs, [("reward_mean", "all turns")] + [(f"turn_{t}/reward_mean", f"turn {t}") for t in turns],
+            paths[1], colours, "mean immediate reward per turn")
+    _panels(plt, runs, [("pruned_frac", "all turns")] + [(f"turn_{t}/pruned_frac", f"turn {t}") for t in turns],
+            paths[2], colours, "fraction of nodes pruned (early termination)")
+    _panels(plt, runs, [("loss", "loss")], paths[3], colours, "training loss")
+    _panels(plt, runs, [("eval/pass_at_1", "eval pass@1")], paths[4], colours,
+            "eval pass@1 (step 0 = before training)")
+    return paths

@@ -1,0 +1,149 @@
+"""PNG plots and the summary table of scripts/plot_metrics.py, on synthetic and real small runs."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from viz_helpers import DATA, ROOT, write_run
+
+from comlrl.viz import VizError
+from comlrl.viz.metrics_plot import PLOTS, load_metrics, load_runs, plot_runs, run_names, summary_table
+
+
+def script() -> ModuleType:
+    """scripts/plot_metrics.py as a module (run in-process: importing matplotlib once is cheaper)."""
+    spec = importlib.util.spec_from_file_location("plot_metrics_script", ROOT / "scripts" / "plot_metrics.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def metrics_a() -> list[dict]:
+    return [
+        {"step": 0, "eval/pass_at_1": 0.25, "eval/reward_mean": 0.5},
+        {"step": 1, "reward_mean": 0.5, "turn_1/reward_mean": 0.4, "turn_2/reward_mean": 0.6, "pruned_frac": 0.0,
+         "turn_1/pruned_frac": 0.0, "turn_2/pruned_frac": 0.0, "loss": 0.1, "step_seconds": 1.5},
+        {"step": 2, "reward_mean": 0.7, "turn_1/reward_mean": 0.6, "turn_2/reward_mean": 0.8, "pruned_frac": 0.2,
+         "turn_1/pruned_frac": 0.0, "turn_2/pruned_frac": 0.25, "loss": -0.05, "step_seconds": 2.25,
+         "eval/pass_at_1": 0.75},
+    ]
+
+
+def metrics_b() -> list[dict]:
+    """No loss at all, NaN (stored as null) in places, a third turn, no eval."""
+    return [
+        {"step": 1, "reward_mean": None, "turn_1/reward_mean": 0.1, "turn_3/reward_mean": None, "pruned_frac": 1.0,
+         "step_seconds": 4.0},
+        {"step": 2, "reward_mean": 0.3, "turn_1/reward_mean": None, "turn_3/reward_mean": 0.2, "pruned_frac": None,
+         "step_seconds": None, "note": "text is ignored"},
+    ]
+
+
+def check_png(path: Path) -> tuple[int, int]:
+    from PIL import Image  # a matplotlib dependency
+
+    assert path.is_file() and path.stat().st_size > 1000, path
+    assert path.read_bytes()[:8] == PNG_MAGIC
+    with Image.open(path) as im:
+        im.verify()
+    with Image.open(path) as im:
+        w, h = im.size
+        colours = im.convert("RGB").getcolors(maxcolors=1 << 20)
+    assert w > 200 and h > 200
+    assert colours is not None and len(colours) > 10  # not a blank canvas
+    return w, h
+
+
+@pytest.fixture(autouse=True)
+def _need_matplotlib() -> None:
+    pytest.importorskip("matplotlib", reason="matplotlib is not installed (pip install matplotlib)")
+
+
+def test_two_runs_overlaid_with_nan_and_missing_keys(tmp_path: Path) -> None:
+    a = write_run(tmp_path / "exp" / "align", metrics=metrics_a())
+    b = write_run(tmp_path / "exp" / "cross", metrics=metrics_b())
+    runs = load_runs([a, b])
+    assert [r.name for r in runs] == ["align", "cross"]
+    assert math.isnan(runs[1].steps[1]["reward_mean"]) and "note" not in runs[1].steps[2]
+    paths = plot_runs(runs, tmp_path / "plots")
+    assert [p.name for p in paths] == list(PLOTS)
+    sizes = {p.name: check_png(p) for p in paths}
+    # reward.png has one panel per turn plus "all turns": turns 1, 2, 3 -> four panels, wider than loss.png
+    assert sizes["reward.png"][0] > sizes["loss.png"][0]
+
+
+def test_summary_table_numbers(tmp_path: Path) -> None:
+    a = write_run(tmp_path / "align", metrics=metrics_a())
+    b = write_run(tmp_path / "cross", metrics=metrics_b())
+    table = summary_table(load_runs([a, b]))
+    lines = table.strip().splitlines()
+    assert lines[0] == ("| run | steps | reward_mean | turn_1 reward | turn_2 reward | turn_3 reward | pruned_frac "
+                        "| loss | eval pass@1 (first → last) | wall time (s) |")
+    assert lines[2] == "| align | 2 | 0.700 | 0.600 | 0.800 | n/a | 0.200 | -0.0500 | 0.250 → 0.750 | 3.8 |"
+    assert lines[3] == "| cross | 2 | 0.300 | n/a | n/a | 0.200 | n/a | n/a | n/a | 4.0 |"
+
+
+def test_run_names_are_the_shortest_distinct_suffix() -> None:
+    assert run_names([Path("/r/a/out"), Path("/r/b/out")]) == ["a/out", "b/out"]
+    assert run_names([Path("/r/align"), Path("/q/cross")]) == ["align", "cross"]
+    assert run_names([Path("/r/x"), Path("/r/x")]) == ["/r/x", "/r/x"]
+
+
+def test_errors(tmp_path: Path) -> None:
+    with pytest.raises(VizError, match="run directory not found"):
+        load_metrics(tmp_path / "missing")
+    with pytest.raises(VizError, match="no metrics.jsonl in"):
+        load_metrics(tmp_path)
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "loss"\nnot json\n')
+    with pytest.raises(VizError, match="holds no metrics records"):
+        load_metrics(tmp_path)
+
+
+def test_a_run_without_any_plotted_key_still_plots(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "r", metrics=[{"step": 1, "lr": 0.1}])
+    for p in plot_runs(load_runs([run]), tmp_path / "plots"):
+        check_png(p)
+    assert "| r | 1 | n/a |" in summary_table(load_runs([run]))
+
+
+def test_real_runs_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "cmp"
+    rc = script().main([str(DATA / "align"), str(DATA / "cross"), str(DATA / "cross_pruned"), "--out", str(out)])
+    res = capsys.readouterr()
+    assert rc == 0, res.err
+    for name in PLOTS:
+        check_png(out / name)
+    md = (out / "summary.md").read_text()
+    assert res.out.splitlines()[0] in md
+    wall = {}
+    for name in ("align", "cross", "cross_pruned"):
+        recs = [json.loads(x) for x in (DATA / name / "metrics.jsonl").read_text().splitlines()]
+        wall[name] = sum(r["step_seconds"] for r in recs if r["step"] > 0)
+        row = next(line for line in res.out.splitlines() if line.startswith(f"| {name} |"))
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert cells[1] == "3"
+        assert cells[-1] == f"{wall[name]:.1f}"
+        assert cells[-3] == "0.0000"  # tiny-random: no signal, loss 0
+    pruned_row = next(line for line in res.out.splitlines() if line.startswith("| cross_pruned |"))
+    assert "| 1.000 |" in pruned_row  # the threshold stopped every root
+
+
+def test_cli_default_out_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = write_run(tmp_path / "run", metrics=metrics_a())
+    mod = script()
+    assert mod.main([str(run)]) == 0
+    assert (run / "plots" / "summary.md").is_file() and (run / "plots" / "overview.png").is_file()
+    capsys.readouterr()
+    assert mod.main([str(run), str(tmp_path / "nope")]) == 1
+    assert capsys.readouterr().err == f"plot_metrics: run directory not found: {tmp_path / 'nope'}\n"
+    (tmp_path / "file").write_text("")
+    assert mod.main([str(run), "--out", str(tmp_path / "file" / "sub")]) == 1
+    assert capsys.readouterr().err.startswith("plot_metrics: cannot write to ")

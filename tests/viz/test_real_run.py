@@ -1,0 +1,57 @@
+"""A real short run (tiny random model, cross mode, 1 step) drawn by both scripts, then opened in Chromium."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from viz_helpers import NODE_RE, PYTHON, ROOT, chromium, run_chromium
+
+pytestmark = pytest.mark.slow
+
+TINY = ["model.name=tiny-random", "model.max_new_tokens=8", "dataset.eval_size=1", "training.torch_threads=1",
+        "training.steps=1", "logging.progress_bar=false"]
+
+
+def run(args: list[str], timeout: int = 900) -> subprocess.CompletedProcess:
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1")
+    return subprocess.run([PYTHON, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def cross_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("viz_real") / "cross"
+    res = run(["scripts/train.py", "--config", "configs/cross_T2_G4.yaml", *TINY, f"training.output_dir={out}"])
+    assert res.returncode == 0, res.stderr[-3000:]
+    return out
+
+
+def test_tree_page_of_a_real_cross_run(cross_run: Path, tmp_path: Path) -> None:
+    res = run(["scripts/show_tree.py", str(cross_run), "--step", "1"], timeout=120)
+    assert res.returncode == 0, res.stderr
+    page = Path(res.stdout.strip())
+    html = page.read_text()
+    nodes = [json.loads(x) for x in (cross_run / "trees.jsonl").read_text().splitlines()]
+    assert len(NODE_RE.findall(html)) == len(nodes) == 17
+    assert html.count('<g class="edge"') == 16
+    if chromium() is None:
+        pytest.skip("headless Chromium not installed (Debian: apt-get install -y chromium)")
+    res = run_chromium(page.as_uri() + "#node=s1r0t0.15", tmp_path / "profile", "--dump-dom")
+    assert res.returncode == 0
+    assert 'data-viz-ready="17"' in res.stdout and "data-js-error=" not in res.stdout.split("<head>")[0]
+    shot = tmp_path / "real_cross.png"
+    res = run_chromium(page.as_uri() + "#node=s1r0t0.15", tmp_path / "profile", f"--screenshot={shot}",
+                       "--window-size=1500,950", "--hide-scrollbars")
+    assert res.returncode == 0 and shot.stat().st_size > 10_000
+
+
+def test_plots_of_a_real_run(cross_run: Path, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib", reason="matplotlib is not installed (pip install matplotlib)")
+    res = run(["scripts/plot_metrics.py", str(cross_run), "--out", str(tmp_path / "plots")], timeout=300)
+    assert res.returncode == 0, res.stderr
+    for name in ("overview.png", "reward.png", "pruned.png", "loss.png", "eval_pass_at_1.png", "summary.md"):
+        assert (tmp_path / "plots" / name).stat().st_size > 0
+    assert res.stdout.splitlines()[2].startswith("| cross | 1 | ")
