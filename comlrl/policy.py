@@ -1,0 +1,504 @@
+"""N agent policies: one frozen base with a LoRA adapter per agent (default) or a full model per agent.
+
+`AgentPolicies.module` is the one `nn.Module` the trainer hands to `accelerator.prepare`. Its forward
+takes a batch that mixes agents and returns log-probs of the given tokens, so a whole micro-batch of all
+agents costs one forward and one backward, and one optimizer step updates every agent.
+
+Mixed-adapter batches use peft's per-row `adapter_names` routing in LoRA layers, injected by our own
+forward pre-hooks instead of `PeftModel(adapter_names=...)`: peft refuses that in training mode, and its
+hooks are gone when gradient checkpointing replays a layer during backward (the replay would use the
+active adapter: a CheckpointError at best, silently wrong gradients when a micro-batch holds one agent). The reference policy (KL) routes every row to `__base__` rather than using
+`disable_adapter()`, which would reset `requires_grad` of all adapters but one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import torch
+from peft.tuners.lora import LoraLayer
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from comlrl.config import AgentsConfig, ModelConfig
+from comlrl.models import load_model, load_tokenizer, resolve_model_path
+
+log = logging.getLogger(__name__)
+
+Messages = list[dict]
+LOGIT_CHUNK_TOKENS = 512  # tokens per lm_head chunk: 512 x 49k vocab x 4 B = 100 MB of logits at a time
+
+
+def agent_name(i: int) -> str:
+    return f"agent{i}"
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One completion; ids are in the agent's tokenizer, completion_ids end with EOS (or with the token that
+    completed a stop string) when `finished`."""
+
+    agent: int
+    prompt_ids: tuple[int, ...]
+    completion_ids: tuple[int, ...]
+    text: str
+    finished: bool
+    prompt_truncated: bool = False
+
+
+def _chunk_logprobs(head: Callable[[torch.Tensor], torch.Tensor], temperature: float, h: torch.Tensor,
+                    targets: torch.Tensor) -> torch.Tensor:
+    logits = head(h).float()
+    if temperature != 1.0:
+        logits = logits / temperature
+    return logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - logits.logsumexp(-1)
+
+
+def hidden_to_logprobs(head: Callable[[torch.Tensor], torch.Tensor], hidden: torch.Tensor, targets: torch.Tensor,
+                       temperature: float = 1.0, chunk: int = LOGIT_CHUNK_TOKENS) -> torch.Tensor:
+    """log p(target) from final hidden states without keeping [B, L, V] fp32 logits alive.
+
+    The lm_head runs on chunks of tokens; with grad on, each chunk is checkpointed so backward recomputes
+    its logits instead of storing them (costs one more lm_head matmul, saves B*L*V*4 bytes).
+    """
+    b, t, d = hidden.shape
+    flat_h, flat_t = hidden.reshape(b * t, d), targets.reshape(b * t)
+    fn = partial(_chunk_logprobs, head, temperature)
+    outs = []
+    for s in range(0, b * t, chunk):
+        if torch.is_grad_enabled():
+            outs.append(checkpoint(fn, flat_h[s:s + chunk], flat_t[s:s + chunk], use_reentrant=False))
+        else:
+            outs.append(fn(flat_h[s:s + chunk], flat_t[s:s + chunk]))
+    return torch.cat(outs).view(b, t) if outs else hidden.new_zeros(b, t, dtype=torch.float32)
+
+
+def _positions(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Positions that skip left padding, as `generate` computes them, so log-probs match sampling."""
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
+def sequence_logprobs(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, start: int = 1,
+                      temperature: float = 1.0) -> torch.Tensor:
+    """log p(input_ids[:, start:]) under an HF causal LM, shape [B, L - start]."""
+    hidden = model.get_decoder()(input_ids=input_ids, attention_mask=attention_mask,
+                                 position_ids=_positions(attention_mask), use_cache=False).last_hidden_state
+    return hidden_to_logprobs(model.get_output_embeddings(), hidden[:, start - 1:-1], input_ids[:, start:],
+                              temperature)
+
+
+class LoraAgentsModule(nn.Module):
+    """Frozen base + one LoRA adapter per agent; rows of a batch are routed to their agent's adapter."""
+
+    def __init__(self, peft_model: nn.Module, num_agents: int) -> None:
+        super().__init__()
+        self.peft = peft_model
+        self.num_agents = num_agents
+        self._route: list[str] | None = None
+        for mod in peft_model.modules():
+            if isinstance(mod, LoraLayer):
+                mod.register_forward_pre_hook(self._inject_route, with_kwargs=True)
+
+    def _inject_route(self, module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
+        if self._route is None:
+            return None
+        return args, {**kwargs, "adapter_names": self._route}
+
+    @contextlib.contextmanager
+    def routed(self, names: list[str] | None) -> Iterator[None]:
+        """Route row i of every LoRA layer's input to adapter names[i] ('__base__' = no adapter)."""
+        prev, self._route = self._route, names
+        try:
+            yield
+        finally:
+            self._route = prev
+
+    def checkpoint_fn(self, fn: Callable, *args: Any, **kwargs: Any) -> Any:
+        """Per-layer gradient checkpointing that replays the layer with the routing of its forward."""
+        names = self._route
+
+        def run(*a: Any) -> Any:
+            with self.routed(names):
+                return fn(*a)
+
+        return checkpoint(run, *args, use_reentrant=False)
+
+    @property
+    def base(self) -> nn.Module:
+        return self.peft.get_base_model()
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, agent_ids: torch.Tensor,
+                start: int = 1, temperature: float = 1.0, reference: bool = False) -> torch.Tensor:
+        """log p(input_ids[:, start:]) per row under its agent (or the base when `reference`), [B, L-start]."""
+        b = input_ids.shape[0]
+        names = ["__base__"] * b if reference else [agent_name(a) for a in agent_ids.tolist()]
+
+        with self.routed(names):
+            hidden = self.base.get_decoder()(input_ids=input_ids, attention_mask=attention_mask,
+                                             position_ids=_positions(attention_mask),
+                                             use_cache=False).last_hidden_state
+        head = self.base.get_output_embeddings()
+        if isinstance(head, LoraLayer):  # per-token chunks lose the row -> adapter map: logits in one piece
+            with self.routed(names):
+                logits = head(hidden[:, start - 1:-1]).float() / temperature
+            return logits.log_softmax(-1).gather(-1, input_ids[:, start:].unsqueeze(-1)).squeeze(-1)
+        return hidden_to_logprobs(head, hidden[:, start - 1:-1], input_ids[:, start:], temperature)
+
+
+class FullAgentsModule(nn.Module):
+    """One full model per agent; a mixed batch runs each agent's rows through its own model."""
+
+    def __init__(self, models: Sequence[nn.Module]) -> None:
+        super().__init__()
+        self.models = nn.ModuleList(models)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, agent_ids: torch.Tensor,
+                start: int = 1, temperature: float = 1.0) -> torch.Tensor:
+        return grouped_logprobs(list(self.models), input_ids, attention_mask, agent_ids, start, temperature)
+
+
+def grouped_logprobs(models: Sequence[nn.Module], input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                     agent_ids: torch.Tensor, start: int, temperature: float) -> torch.Tensor:
+    parts, order = [], []
+    for a in torch.unique(agent_ids).tolist():
+        idx = (agent_ids == a).nonzero().squeeze(1)
+        parts.append(sequence_logprobs(models[a], input_ids[idx], attention_mask[idx], start, temperature))
+        order.append(idx)
+    return torch.cat(parts)[torch.argsort(torch.cat(order))]
+
+
+def _enable_checkpointing(model: nn.Module) -> None:
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.x name
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+
+
+class AgentPolicies:
+    """Models, tokenizers and chat templates of N agents; batched generation and log-probs."""
+
+    def __init__(self, model_cfg: ModelConfig, agents_cfg: AgentsConfig, num_agents: int,
+                 stop_strings: Sequence[str] = ()) -> None:
+        self.cfg = model_cfg
+        self.stop_strings = tuple(stop_strings)  # default stops of `generate` (e.g. "</tool_call>")
+        self._stop_criteria: dict[tuple[str, tuple[str, ...]], Any] = {}
+        self.agents_cfg = agents_cfg
+        self.num_agents = num_agents
+        self.mode = agents_cfg.mode
+        self.prompt_truncations = 0
+        if self.mode == "lora" and agents_cfg.models:
+            raise ValueError("agents.models names one model per agent and needs agents.mode=full")
+        names = list(agents_cfg.models) if agents_cfg.models else [model_cfg.name] * num_agents
+        if len(names) != num_agents:
+            raise ValueError(f"agents.models has {len(names)} entries for {num_agents} agents")
+        self.model_names = names
+        self.paths = [resolve_model_path(n, model_cfg.cache_dir) for n in names]
+        toks: dict[str, Any] = {}
+        for p in self.paths:
+            if p not in toks:
+                toks[p] = load_tokenizer(p)
+        self.tokenizers = [toks[p] for p in self.paths]
+        self._reference: list[nn.Module] | None = None
+        if self.mode == "lora":
+            self.module: nn.Module = self._build_lora(self.paths[0])
+        elif self.mode == "full":
+            models = [load_model(p, model_cfg.dtype) for p in self.paths]
+            for m in models if model_cfg.gradient_checkpointing else []:
+                _enable_checkpointing(m)
+            self.module = FullAgentsModule(models)
+        else:
+            raise ValueError(f"agents.mode={self.mode!r} is not one of: lora, full")
+        self.eos_ids = [self._eos_ids(i) for i in range(num_agents)]
+        self.module.train()
+
+    # ---- construction -------------------------------------------------------------------------
+    def _build_lora(self, path: str) -> LoraAgentsModule:
+        from peft import LoraConfig, get_peft_model
+
+        base = load_model(path, self.cfg.dtype)
+        lc = self.agents_cfg.lora
+        pcfg = LoraConfig(r=lc.r, lora_alpha=lc.alpha, lora_dropout=lc.dropout,
+                          target_modules=list(lc.target_modules), task_type="CAUSAL_LM")
+        peft_model = get_peft_model(base, pcfg, adapter_name=agent_name(0))
+        for i in range(1, self.num_agents):
+            peft_model.add_adapter(agent_name(i), pcfg)
+        module = LoraAgentsModule(peft_model, self.num_agents)
+        if self.cfg.gradient_checkpointing:
+            from transformers.modeling_layers import GradientCheckpointingLayer
+
+            _enable_checkpointing(base)
+            for layer in base.modules():
+                if isinstance(layer, GradientCheckpointingLayer):
+                    layer._gradient_checkpointing_func = module.checkpoint_fn
+        self._all_adapters_trainable(module)
+        return module
+
+    @staticmethod
+    def _all_adapters_trainable(module: nn.Module) -> None:
+        """peft leaves only the active adapter trainable; every agent learns in every step."""
+        for name, p in module.named_parameters():
+            p.requires_grad_("lora_" in name)
+
+    def _eos_ids(self, agent: int) -> list[int]:
+        tok = self.tokenizers[agent]
+        ids = {tok.eos_token_id} if tok.eos_token_id is not None else set()
+        gen = self._hf_model(agent).generation_config.eos_token_id
+        ids.update(gen if isinstance(gen, list) else [gen] if gen is not None else [])
+        return sorted(ids)
+
+    def _hf_model(self, agent: int) -> nn.Module:
+        if isinstance(self.module, LoraAgentsModule):
+            return self.module.base
+        return self.module.models[agent]
+
+    # ---- plumbing -------------------------------------------------------------------------------
+    @property
+    def device(self) -> torch.device:
+        """Wherever accelerate put the module."""
+        return next(self.module.parameters()).device
+
+    def trainable_parameters(self) -> list[nn.Parameter]:
+        """All agents' trainable parameters, for ONE optimizer (one step updates every agent)."""
+        return [p for p in self.module.parameters() if p.requires_grad]
+
+    def agent_parameters(self, agent: int) -> list[nn.Parameter]:
+        """One agent's trainable parameters (per-agent grad norms, tests)."""
+        if isinstance(self.module, LoraAgentsModule):
+            tag = f".{agent_name(agent)}."
+            return [p for n, p in self.module.named_parameters() if p.requires_grad and tag in n]
+        return [p for p in self.module.models[agent].parameters() if p.requires_grad]
+
+    # ---- prompts --------------------------------------------------------------------------------
+    def _encode(self, agent: int, messages: Messages) -> list[int]:
+        tok = self.tokenizers[agent]
+        text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return list(tok(text, add_special_tokens=False)["input_ids"])
+
+    def prompt_ids(self, agent: int, messages: Messages) -> tuple[list[int], bool]:
+        """Chat-templated prompt ids; too long -> drop the oldest history between the head and the end.
+
+        The head (system message and first user message: the problem) and the latest messages are kept;
+        only candidates whose roles still alternate at the cut are used. If that is not enough, tokens are
+        cut from the middle. Every truncation is counted in `prompt_truncations` and logged.
+        """
+        limit = self.cfg.max_prompt_tokens
+        ids = self._encode(agent, messages)
+        if len(ids) <= limit:
+            return ids, False
+        full = len(ids)
+        head = 2 if messages and messages[0].get("role") == "system" else 1
+        dropped = 0
+        for k in range(1, len(messages) - head):
+            cand = messages[:head] + messages[head + k:]
+            if cand[head - 1].get("role") == cand[head].get("role"):
+                continue
+            ids, dropped = self._encode(agent, cand), k
+            if len(ids) <= limit:
+                break
+        if len(ids) > limit:
+            keep_head = limit // 2
+            ids = ids[:keep_head] + ids[len(ids) - (limit - keep_head):]
+        self.prompt_truncations += 1
+        log.warning("agent %d prompt of %d tokens exceeds model.max_prompt_tokens=%d: dropped %d middle "
+                    "message(s), now %d tokens (%d truncations so far)", agent, full, limit, dropped, len(ids),
+                    self.prompt_truncations)
+        return ids, True
+
+    # ---- generation -----------------------------------------------------------------------------
+    @torch.no_grad()
+    def generate(self, requests: list[tuple[int, Messages]], num_samples: int, greedy: bool = False,
+                 stop_strings: Sequence[str] | None = None) -> list[list[Sample]]:
+        """`num_samples` completions per (agent, messages) request, all in one batched `generate` call.
+
+        In LoRA mode rows of all agents share one call (per-row adapter routing); in full mode there is one
+        call per agent. Sampling uses model.temperature / top_p (no top-k), greedy ignores them.
+        A row also stops when its text contains one of `stop_strings` (default `self.stop_strings`); the
+        completion then ends with the token that completed it, so nothing after it is trained on.
+        """
+        stops = tuple(self.stop_strings if stop_strings is None else stop_strings)
+        prompts = [self.prompt_ids(agent, msgs) for agent, msgs in requests]
+        rows = [(r, requests[r][0]) for r in range(len(requests)) for _ in range(num_samples)]
+        completions: list[list[int]] = [[] for _ in rows]
+        if isinstance(self.module, LoraAgentsModule):
+            groups = [list(range(len(rows)))] if rows else []
+        else:
+            groups = [[i for i, (_, a) in enumerate(rows) if a == agent] for agent in range(self.num_agents)]
+        was_training = self.module.training
+        self.module.eval()
+        try:
+            for group in filter(None, groups):
+                outs = self._generate_rows([rows[i][1] for i in group], [prompts[rows[i][0]][0] for i in group],
+                                           greedy, stops)
+                for i, out in zip(group, outs, strict=True):
+                    completions[i] = out
+        finally:
+            self.module.train(was_training)
+        results: list[list[Sample]] = [[] for _ in requests]
+        for (r, agent), comp in zip(rows, completions, strict=True):
+            comp, finished = self._cut_at_stop(agent, comp, stops) if stops else self._cut_at_eos(agent, comp)
+            text = self.tokenizers[agent].decode(comp, skip_special_tokens=True)
+            results[r].append(Sample(agent, tuple(prompts[r][0]), tuple(comp), text, finished, prompts[r][1]))
+        return results
+
+    def _cut_at_eos(self, agent: int, ids: Sequence[int]) -> tuple[list[int], bool]:
+        eos = set(self.eos_ids[agent])
+        for i, t in enumerate(ids):
+            if t in eos:
+                return list(ids[:i + 1]), True
+        return list(ids), False
+
+    def _cut_at_stop(self, agent: int, ids: Sequence[int], stops: Sequence[str]) -> tuple[list[int], bool]:
+        """Cut after EOS or after the first token whose text completes a stop string, whichever comes first."""
+        tok, eos = self.tokenizers[agent], set(self.eos_ids[agent])
+        longest, text = max(len(s) for s in stops), ""
+        for i, t in enumerate(ids):
+            if t in eos:
+                return list(ids[:i + 1]), True
+            start = max(0, len(text) - longest)
+            text += tok.decode([t])
+            if any(s in text[start:] for s in stops):
+                return list(ids[:i + 1]), True
+        return list(ids), False
+
+    def _stop_criterion(self, agent: int, stops: tuple[str, ...]) -> Any:
+        """HF's StopStringCriteria, built once per tokenizer and stops (building scans the vocab: ~2 s)."""
+        from transformers import StoppingCriteriaList
+        from transformers.generation.stopping_criteria import StopStringCriteria
+
+        key = (self.paths[agent], stops)
+        if key not in self._stop_criteria:
+            self._stop_criteria[key] = StopStringCriteria(self.tokenizers[agent], list(stops))
+        return StoppingCriteriaList([self._stop_criteria[key]])
+
+    def _generate_rows(self, agents: list[int], prompts: list[list[int]], greedy: bool,
+                       stop_strings: tuple[str, ...] = ()) -> list[list[int]]:
+        from transformers import GenerationConfig
+
+        tok = self.tokenizers[agents[0]]
+        width = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), width), tok.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for i, p in enumerate(prompts):  # left padding: every row's last prompt token sits at width - 1
+            ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
+            mask[i, width - len(p):] = 1
+        eos = sorted({e for a in agents for e in self.eos_ids[a]})
+        gen_cfg = GenerationConfig(
+            max_new_tokens=self.cfg.max_new_tokens, do_sample=not greedy, use_cache=True,
+            temperature=None if greedy else self.cfg.temperature, top_p=None if greedy else self.cfg.top_p,
+            top_k=None, eos_token_id=eos, pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
+        )
+        extra = {"stopping_criteria": self._stop_criterion(agents[0], stop_strings)} if stop_strings else {}
+        dev = self.device
+        if isinstance(self.module, LoraAgentsModule):
+            with self.module.routed([agent_name(a) for a in agents]):
+                out = self.module.base.generate(input_ids=ids.to(dev), attention_mask=mask.to(dev),
+                                                generation_config=gen_cfg, **extra)
+        else:
+            out = self.module.models[agents[0]].generate(input_ids=ids.to(dev), attention_mask=mask.to(dev),
+                                                        generation_config=gen_cfg, **extra)
+        return out[:, width:].tolist()
+
+    # ---- log-probs ------------------------------------------------------------------------------
+    def batch(self, samples: Sequence[Sample]) -> dict[str, Any]:
+        """Model inputs for samples: left-padded prompts then right-padded completions.
+
+        Every completion starts at column `start`; `mask` [B, Lc] is 1 on completion tokens up to and
+        including the first EOS, 0 on padding and anything after EOS.
+        """
+        width = max(len(s.prompt_ids) for s in samples)
+        comp = max(1, max(len(s.completion_ids) for s in samples))
+        ids = torch.zeros((len(samples), width + comp), dtype=torch.long)
+        attn = torch.zeros_like(ids)
+        mask = torch.zeros((len(samples), comp), dtype=torch.float32)
+        for i, s in enumerate(samples):
+            p, c = list(s.prompt_ids), list(s.completion_ids)
+            pad = self.tokenizers[s.agent].pad_token_id or 0
+            ids[i, :width - len(p)] = pad
+            ids[i, width - len(p):width] = torch.tensor(p, dtype=torch.long)
+            ids[i, width + len(c):] = pad
+            attn[i, width - len(p):width + len(c)] = 1
+            if c:
+                ids[i, width:width + len(c)] = torch.tensor(c, dtype=torch.long)
+                n = len(self._cut_at_eos(s.agent, c)[0])
+                mask[i, :n] = 1.0
+        agents = torch.tensor([s.agent for s in samples], dtype=torch.long)
+        return {"input_ids": ids, "attention_mask": attn, "agent_ids": agents, "start": width, "mask": mask}
+
+    def token_logprobs(self, samples: Sequence[Sample], module: nn.Module | None = None,
+                       reference: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """(logps [B, Lc], mask [B, Lc] float) of the completion tokens, in the sampling distribution.
+
+        Log-probs are of logits / model.temperature (the distribution the samples were drawn from, as in
+        TRL/verl), so PPO ratios and the KL compare like with like. `module` is the accelerate-prepared
+        wrapper of `self.module` (DDP / DeepSpeed engine); `reference=True` uses the base model without
+        adapters (full mode: a frozen copy of the initial weights), under no_grad.
+        """
+        b = self.batch(samples)
+        dev = self.device
+        kw = {"input_ids": b["input_ids"].to(dev), "attention_mask": b["attention_mask"].to(dev),
+              "agent_ids": b["agent_ids"].to(dev), "start": b["start"], "temperature": self.cfg.temperature}
+        mask = b["mask"].to(dev)
+        if reference:
+            with torch.no_grad():
+                if isinstance(self.module, LoraAgentsModule):
+                    return self.module(**kw, reference=True), mask
+                refs = self._reference_models()
+                return grouped_logprobs(refs, kw["input_ids"], kw["attention_mask"], kw["agent_ids"], kw["start"],
+                                        kw["temperature"]), mask
+        return (module if module is not None else self.module)(**kw), mask
+
+    def _reference_models(self) -> list[nn.Module]:
+        """Full mode: frozen copies of the initial models (loaded on first use; only needed for KL)."""
+        if self._reference is None:
+            by_path: dict[str, nn.Module] = {}
+            for p in self.paths:
+                if p not in by_path:
+                    m = load_model(p, self.cfg.dtype).to(self.device).eval()
+                    m.requires_grad_(False)
+                    by_path[p] = m
+            self._reference = [by_path[p] for p in self.paths]
+        return self._reference
+
+    # ---- save / load ----------------------------------------------------------------------------
+    def save(self, directory: str | Path) -> None:
+        """`dir/agent<i>/`: a peft adapter (PeftModel.from_pretrained(base, dir/agent0)) or a full HF model."""
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        names = [agent_name(i) for i in range(self.num_agents)]
+        if isinstance(self.module, LoraAgentsModule):
+            self.module.peft.save_pretrained(str(out), selected_adapters=names)
+        else:
+            for i, m in enumerate(self.module.models):
+                m.save_pretrained(out / names[i])
+        for i, name in enumerate(names):
+            self.tokenizers[i].save_pretrained(out / name)
+        meta = {"mode": self.mode, "num_agents": self.num_agents, "models": self.model_names, "paths": self.paths}
+        (out / "policies.json").write_text(json.dumps(meta, indent=1))
+
+    def load(self, directory: str | Path) -> None:
+        """Load weights saved by `save` in place (parameters keep their identity for the optimizer)."""
+        src = Path(directory)
+        if isinstance(self.module, LoraAgentsModule):
+            from peft.utils import load_peft_weights, set_peft_model_state_dict
+
+            for i in range(self.num_agents):
+                weights = load_peft_weights(str(src / agent_name(i)), device=str(self.device))
+                result = set_peft_model_state_dict(self.module.peft, weights, adapter_name=agent_name(i))
+                missing = [k for k in result.missing_keys if f".{agent_name(i)}." in k]
+                if missing:
+                    raise ValueError(f"{src / agent_name(i)} lacks {len(missing)} adapter weights, e.g. {missing[0]}")
+            self._all_adapters_trainable(self.module)
+        else:
+            from transformers import AutoModelForCausalLM
+
+            for i, m in enumerate(self.module.models):
+                loaded = AutoModelForCausalLM.from_pretrained(str(src / agent_name(i)), dtype=m.dtype)
+                m.load_state_dict(loaded.state_dict())
