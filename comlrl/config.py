@@ -59,8 +59,45 @@ class DatasetConfig:
 
 
 @dataclass
+class ToolAgentConfig:
+    """Options of task.name=tool_agent (docs/tool-agent.md)."""
+
+    doctests: bool = True  # add the prompt's `>>>` examples to the tests
+    edge_tests: str | None = None  # JSONL of {"task_id", "tests"}: extra edge-case tests per problem
+    format_weight: float = 0.1  # well-formed call (half if repaired); half of it for reasoning first
+    fake_response_penalty: float = 0.1  # subtracted when the model writes its own <tool_response>
+    max_output_chars: int = 600  # stdout / error shown in a tool response
+    show_failed: int = 1  # failing tests shown in a tool response
+    hints: bool = True  # a short continuation hint after each tool response
+
+
+@dataclass
+class ActionsTaskConfig:
+    """Options of task.name=actions (docs/agentic-tasks.md)."""
+
+    file: str | None = None  # task file (JSONL); null = the bundled comlrl/data/action_tasks.jsonl
+    judge: str = "rule"  # rule | openai:<m> | anthropic:<m> | openai-compatible:<m>@<url> | local:<m> | deepseek:<m>
+    judge_reward: float = 2.0  # trajectory-end reward for a perfect judge score
+    weight_completion: float = 0.5
+    weight_quality: float = 0.2
+    weight_efficiency: float = 0.15
+    weight_creativity: float = 0.15
+    action_reward: float = 0.05  # per valid, successful action not already run in the trajectory
+    format_penalty: float = 0.2  # per agent turn with an invalid or missing action
+    max_actions_per_turn: int = 3
+    max_turns: int | None = None  # trajectory turn limit; null = magrpo.num_turns
+    judge_timeout_s: float = 30.0
+    judge_max_retries: int = 2
+    judge_max_tokens: int = 300
+    judge_cache_dir: str | None = None  # null = ~/.cache/comlrl/judge, "off" disables
+    plugins: list[str] = field(default_factory=list)  # modules imported first (register actions, patterns...)
+
+
+@dataclass
 class TaskConfig:
-    name: str = "code_collab"  # code_collab (N=2: helper + entry point) | code_single (N=1)
+    name: str = "code_collab"  # code_collab (N=2: helper + entry point) | code_single (N=1) | tool_agent (N=1) | actions (N=2)
+    actions: ActionsTaskConfig = field(default_factory=ActionsTaskConfig)
+    tool_agent: ToolAgentConfig = field(default_factory=ToolAgentConfig)
 
 
 @dataclass
@@ -160,7 +197,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "model.dtype": ("float32", "bfloat16"),
     "agents.mode": ("lora", "full"),
     "dataset.name": ("easy", "humaneval", "jsonl"),
-    "task.name": ("code_collab", "code_single"),
+    "task.name": ("code_collab", "code_single", "tool_agent", "actions"),
     "magrpo.joint_mode": ("align", "cross"),
     "magrpo.advantage.baseline": ("mean", "loo", "none"),
     "magrpo.advantage.scale": ("group", "none"),
@@ -171,7 +208,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "sandbox.isolation": ("auto", "bwrap", "unshare", "subprocess"),
 }
 
-TASK_AGENTS = {"code_collab": 2, "code_single": 1}
+TASK_AGENTS = {"code_collab": 2, "code_single": 1, "tool_agent": 1, "actions": 2}
 _ = MISSING  # re-exported for schema users
 
 
@@ -261,7 +298,35 @@ def validate(cfg: RunConfig) -> RunConfig:
     _require(t.save_every >= 0, "training.save_every", t.save_every, "an integer >= 0")
     _require(t.torch_threads >= 0, "training.torch_threads", t.torch_threads, "an integer >= 0")
     _require(bool(t.output_dir), "training.output_dir", t.output_dir, "a directory path")
+    ta = cfg.task.tool_agent
+    _require(ta.format_weight >= 0, "task.tool_agent.format_weight", ta.format_weight, "a number >= 0")
+    _require(ta.fake_response_penalty >= 0, "task.tool_agent.fake_response_penalty", ta.fake_response_penalty,
+             "a number >= 0")
+    _require(ta.max_output_chars >= 50, "task.tool_agent.max_output_chars", ta.max_output_chars, "an integer >= 50")
+    _require(ta.show_failed >= 0, "task.tool_agent.show_failed", ta.show_failed, "an integer >= 0")
+    _validate_actions(cfg)
     return cfg
+
+
+def _validate_actions(cfg: RunConfig) -> None:
+    """task.actions.*: numbers in range; max_turns null resolves to magrpo.num_turns."""
+    a = cfg.task.actions
+    _require(bool(str(a.judge).strip()), "task.actions.judge", a.judge, "rule or a judge spec like openai:<model>")
+    for key in ("judge_reward", "weight_completion", "weight_quality", "weight_efficiency", "weight_creativity",
+                "action_reward", "format_penalty"):
+        value = getattr(a, key)
+        _require(math.isfinite(value) and value >= 0, f"task.actions.{key}", value, "a finite number >= 0")
+    weights = a.weight_completion + a.weight_quality + a.weight_efficiency + a.weight_creativity
+    _require(weights > 0 or a.judge_reward == 0, "task.actions.weight_completion", a.weight_completion,
+             "weights with a positive sum (or task.actions.judge_reward=0)")
+    _require(a.max_actions_per_turn >= 1, "task.actions.max_actions_per_turn", a.max_actions_per_turn,
+             "an integer >= 1")
+    _require(a.max_turns is None or a.max_turns >= 1, "task.actions.max_turns", a.max_turns, "an integer >= 1 or null")
+    _require(a.judge_timeout_s > 0, "task.actions.judge_timeout_s", a.judge_timeout_s, "a number > 0")
+    _require(a.judge_max_retries >= 0, "task.actions.judge_max_retries", a.judge_max_retries, "an integer >= 0")
+    _require(a.judge_max_tokens >= 16, "task.actions.judge_max_tokens", a.judge_max_tokens, "an integer >= 16")
+    if cfg.task.name == "actions" and a.max_turns is None:
+        a.max_turns = cfg.magrpo.num_turns
 
 
 def validate_threshold(cfg: RunConfig, reward_range: tuple[float, float]) -> None:

@@ -99,6 +99,15 @@ def _history(index: dict[str, Node], node: Node, action: int, num_agents: int) -
     return [[n.completions[a][n.joint[j][a]].text for n, j in path] for a in range(num_agents)]
 
 
+def _path_turns(index: dict[str, Node], node: Node) -> tuple[tuple[str, ...], ...]:
+    """The joint-action texts of the turns before `node`, oldest first (one tuple of agent texts per turn)."""
+    if node.parent is None:
+        return ()
+    parent = index[node.parent]
+    history = _history(index, parent, node.parent_action, len(parent.completions))
+    return tuple(zip(*history, strict=True))
+
+
 class Rollout:
     """The three callables the level-synchronous expander drives, bound to one batch of problems."""
 
@@ -123,7 +132,13 @@ class Rollout:
             (self.problems[node.root], [node.completions[a][act[a]].text for a in range(len(act))])
             for node, act in pairs
         ]
-        rewards = self.c.task.score(items)
+        score_paths = getattr(self.c.task, "score_paths", None)
+        if score_paths is not None:  # environment tasks replay the earlier turns of each joint action's path
+            index = {n.id: n for root in self.roots for n in root.walk()}
+            rewards = score_paths([(*item, _path_turns(index, node)) for item, (node, _) in zip(items, pairs,
+                                                                                               strict=True)])
+        else:
+            rewards = self.c.task.score(items)
         self.score_seconds += time.perf_counter() - t0
         return [(r.total, r) for r in rewards]
 
@@ -331,6 +346,9 @@ def training_step(comp: Components, step: int) -> tuple[dict[str, float], list[d
     metrics["tokens_per_s"] = total["gen_tokens"] / max(1e-9, total["gen_seconds"] / world)
     metrics["prompt_truncations"] = int(getattr(comp.policies, "prompt_truncations", 0))
     metrics.update({f"feedback/{k}": v for k, v in comp.feedback.metrics().items()})
+    task_metrics = getattr(comp.task, "metrics", None)  # e.g. judge calls and fallbacks of environment tasks
+    if task_metrics is not None:
+        metrics.update({f"task/{k}": v for k, v in task_metrics().items() if isinstance(v, int | float)})
     metrics["step_seconds"] = time.perf_counter() - t0
     prefix = f"s{step + 1}r{acc.process_index}t"
     records = node_records(roots, step + 1, prefix, m.num_agents)

@@ -31,3 +31,68 @@ __all__ = [
     "parse_tool_call",
     "strip_fake_responses",
 ]
+
+# Structured JSON actions in a multi-turn workspace, judged at the end (task.name=actions, docs/agentic-tasks.md)
+from comlrl.agentic.actions import (  # noqa: E402
+    REGISTRY,
+    Action,
+    ActionContext,
+    ActionError,
+    ActionRegistry,
+    ActionType,
+    Observation,
+    Param,
+    ParseResult,
+    parse_actions,
+    register_action,
+)
+from comlrl.agentic.environment import (  # noqa: E402
+    ActionProblem,
+    Check,
+    Environment,
+    Pattern,
+    TrajectoryState,
+    Workspace,
+    WorkspaceError,
+    load_action_tasks,
+    register_check,
+    register_pattern,
+)
+from comlrl.agentic.judge import (  # noqa: E402
+    JudgeRequest,
+    JudgeScores,
+    LLMJudge,
+    RuleJudge,
+    make_judge,
+    register_judge,
+)
+
+__all__ += [
+    "REGISTRY",
+    "Action",
+    "ActionContext",
+    "ActionError",
+    "ActionProblem",
+    "ActionRegistry",
+    "ActionType",
+    "Check",
+    "Environment",
+    "JudgeRequest",
+    "JudgeScores",
+    "LLMJudge",
+    "Observation",
+    "Param",
+    "ParseResult",
+    "Pattern",
+    "RuleJudge",
+    "TrajectoryState",
+    "Workspace",
+    "WorkspaceError",
+    "load_action_tasks",
+    "make_judge",
+    "parse_actions",
+    "register_action",
+    "register_check",
+    "register_judge",
+    "register_pattern",
+]

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from feedback.counters import FeedbackMetrics, default_metrics
 from feedback.experts.parsing import parse_edits
@@ -35,6 +35,7 @@ from feedback.experts.parsing import parse_edits
 log = logging.getLogger("feedback.experts")
 
 Messages = list[dict[str, str]]
+T = TypeVar("T")
 
 
 class ExpertError(RuntimeError):
@@ -181,73 +182,97 @@ class ExpertClient:
 
     def suggest(self, messages: Messages, role_names: list[str]) -> dict[str, str] | None:
         """Edits per role for one prompt, or None after all attempts failed (the caller falls back)."""
+        return self.complete(messages, lambda text: parse_edits(text, role_names) or None)
+
+    def complete(self, messages: Messages, parse: Callable[[str], T | None], *,
+                 counter_prefix: str = "expert") -> T | None:
+        """One chat request with this client's retries, backoff, cache and counters.
+
+        `parse` turns the reply text into a result; None (or any falsy value) marks the reply unusable,
+        which counts as a parse failure and is retried. Returns None after all attempts failed.
+        Counters are named `<counter_prefix>/calls` etc. (`expert/...` for `suggest`).
+        """
         m = self.counters
-        m.inc("expert/requests")
+        p = counter_prefix
+        m.inc(f"{p}/requests")
         key = self.cache_key(messages)
         if self.cache is not None:
             hit = self.cache.get(key)
             if hit is not None:
-                edits = parse_edits(hit.text, role_names)
-                if edits:
-                    m.inc("expert/cache_hits")
-                    return edits
+                cached = parse(hit.text)
+                if cached:
+                    m.inc(f"{p}/cache_hits")
+                    return cached
         attempts = self.max_retries + 1
         for attempt in range(attempts):
             if attempt:
-                m.inc("expert/retries")
+                m.inc(f"{p}/retries")
             retry_after: float | None = None
             t0 = time.perf_counter()
             try:
-                m.inc("expert/calls")
+                m.inc(f"{p}/calls")
                 completion = self._call(messages)
             except RetryableError as exc:
-                m.inc("expert/errors")
-                m.inc("expert/latency_s", time.perf_counter() - t0)
+                m.inc(f"{p}/errors")
+                m.inc(f"{p}/latency_s", time.perf_counter() - t0)
                 retry_after = exc.retry_after
                 log.warning("expert %s: attempt %d/%d failed: %s", self.spec, attempt + 1, attempts,
                             self.redact(str(exc))[:400])
             except Exception as exc:  # noqa: BLE001 - any other error ends this request, never the run
-                m.inc("expert/errors")
-                m.inc("expert/failures")
-                m.inc("expert/latency_s", time.perf_counter() - t0)
+                m.inc(f"{p}/errors")
+                m.inc(f"{p}/failures")
+                m.inc(f"{p}/latency_s", time.perf_counter() - t0)
                 log.warning("expert %s: request failed, not retried: %s: %s", self.spec, type(exc).__name__,
                             self.redact(str(exc))[:400])
                 return None
             else:
-                m.inc("expert/latency_s", time.perf_counter() - t0)
-                m.inc("expert/input_tokens", completion.input_tokens)
-                m.inc("expert/output_tokens", completion.output_tokens)
-                m.inc("expert/cost_usd", self._cost(completion))
-                edits = parse_edits(completion.text, role_names)
-                if edits:
+                m.inc(f"{p}/latency_s", time.perf_counter() - t0)
+                m.inc(f"{p}/input_tokens", completion.input_tokens)
+                m.inc(f"{p}/output_tokens", completion.output_tokens)
+                m.inc(f"{p}/cost_usd", self._cost(completion))
+                result = parse(completion.text)
+                if result:
                     if self.cache is not None:
                         self.cache.put(key, completion, self.spec)
-                    return edits
-                m.inc("expert/parse_failures")
-                m.inc("expert/errors")
-                log.warning("expert %s: attempt %d/%d gave no parseable edits (%d chars)", self.spec, attempt + 1,
-                            attempts, len(completion.text))
+                    return result
+                m.inc(f"{p}/parse_failures")
+                m.inc(f"{p}/errors")
+                log.warning("expert %s: attempt %d/%d gave no parseable %s (%d chars)", self.spec, attempt + 1,
+                            attempts, "edits" if p == "expert" else "reply", len(completion.text))
                 if self.deterministic:
                     break
             if attempt + 1 < attempts:
                 self._sleep(self._delay(attempt, retry_after))
-        m.inc("expert/failures")
+        m.inc(f"{p}/failures")
         return None
 
     def suggest_many(self, items: Sequence[tuple[Messages, list[str]]]) -> list[dict[str, str] | None]:
         """`suggest` for a batch, concurrently; identical prompts are sent once."""
         keys = [self.cache_key(msgs) + "|" + "|".join(roles) for msgs, roles in items]
+        results = self._map_unique(keys, lambda i: self.suggest(*items[i]))
+        return [dict(r) if r is not None else None for r in results]
+
+    def complete_many(self, items: Sequence[Messages], parse: Callable[[str], T | None], *,
+                      counter_prefix: str = "expert") -> list[T | None]:
+        """`complete` for a batch, concurrently; identical prompts are sent once (and share a result)."""
+        keys = [self.cache_key(msgs) for msgs in items]
+        return self._map_unique(keys, lambda i: self.complete(items[i], parse, counter_prefix=counter_prefix))
+
+    def _map_unique(self, keys: list[str], fn: Callable[[int], Any]) -> list[Any]:
+        """fn(first index) once per distinct key, on the pool; results spread back in input order."""
         unique: dict[str, int] = {}
         for i, k in enumerate(keys):
             unique.setdefault(k, i)
         jobs = list(unique.items())
+        if not jobs:
+            return []
         if self.concurrency == 1 or len(jobs) == 1:
-            results = [self.suggest(*items[i]) for _, i in jobs]
+            results = [fn(i) for _, i in jobs]
         else:
             pool = self._executor()
-            results = list(pool.map(lambda ki: self.suggest(*items[ki[1]]), jobs))
+            results = list(pool.map(lambda ki: fn(ki[1]), jobs))
         by_key = {k: r for (k, _), r in zip(jobs, results, strict=True)}
-        return [dict(by_key[k]) if by_key[k] is not None else None for k in keys]  # type: ignore[arg-type]
+        return [by_key[k] for k in keys]
 
     def _executor(self) -> ThreadPoolExecutor:
         with self._pool_lock:

@@ -1,0 +1,357 @@
+"""task.name=actions: two agents answer each scripted user turn with prose + JSON actions in a workspace.
+
+N=2 so that align and cross modes differ: agent 0, the **operator**, carries out the request; agent 1, the
+**reviewer**, checks and completes the work (its actions run after the operator's in the same turn). A
+joint action is one answer per agent; its state is the replay of the trajectory's joint actions in a
+scratch workspace of its own (see comlrl/agentic/environment.py).
+
+Reward of a joint action (one turn):
+
+    action_reward x (valid, successful actions not already run in this trajectory, both agents)
+  - format_penalty x (agents whose answer had a malformed, unknown, schema-violating or missing action)
+  + judge_reward x weighted judge score in [0, 1]      only on the turn the trajectory ends
+                                                        (complete_task, or the turn limit)
+
+Turns after a trajectory ended execute nothing and score 0.
+
+How `score` finds a joint action's state: the trainer passes only (problem, completions). Every joint
+action that continues gets a child node whose prompts `build_next_messages` builds, in order; the next
+`score` call lists those nodes' joint actions in the same order (J per node). The task remembers the
+histories it built prompts for and matches them to the next call by position, checking the task ids,
+so each joint action runs on its own parent's state. Items may also carry the history themselves:
+`(problem, completions, history)`, with history = the earlier turns' completions per turn.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from comlrl.agentic.actions import REGISTRY, ActionRegistry
+from comlrl.agentic.environment import (
+    ActionProblem,
+    Environment,
+    TaskFileError,
+    TrajectoryState,
+    load_action_tasks,
+    render_turn,
+    trajectory_key,
+)
+from comlrl.agentic.judge import SCORE_KEYS, Judge, JudgeOptions, JudgeRequest, JudgeScores, make_judge
+from comlrl.config import ActionsTaskConfig, ConfigError
+from comlrl.tasks.base import Task
+from comlrl.tasks.datasets import DatasetError, split_problems
+
+log = logging.getLogger("comlrl.tasks.actions")
+
+ROLE_NAMES = ["operator", "reviewer"]
+OPERATOR_INSTRUCTIONS = (
+    "You are the operator. You carry out the user's request in the workspace: look at files, create or "
+    "change them, run Python, call the task's API."
+)
+REVIEWER_INSTRUCTIONS = (
+    "You are the reviewer. The operator works in the same workspace and its actions run just before yours "
+    "in each turn. Check the work (read files, test with run_python, query the API), fix small problems, "
+    "and when the user's request is fully met, call complete_task with a short summary."
+)
+FORMAT_EXAMPLE = '```json\n{"action": "read_file", "parameters": {"path": "README.md"}}\n```'
+
+
+def bundled_tasks_path() -> Path:
+    """comlrl/data/action_tasks.jsonl, shipped with the package."""
+    return Path(__file__).resolve().parent.parent / "data" / "action_tasks.jsonl"
+
+
+@dataclass(frozen=True)
+class ActionReward:
+    """The reward of one joint action: `.total`, a breakdown, the checks and (at the end) the judge's scores.
+
+    `tests_passed`/`tests_total` count the success checks so run outputs record them; `components` holds
+    every number (judge scores as `judge/<criterion>`), which trees.jsonl keeps per joint action.
+    """
+
+    total: float
+    components: dict[str, float]
+    all_passed: bool
+    tests_passed: int
+    tests_total: int
+    done: bool
+    task_id: str
+    state_key: str
+    turn: int
+    judge: JudgeScores | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _resolve_local(name: str) -> str:
+    """`local:` judge models resolve like the policy's model names (aliases, local dirs)."""
+    from comlrl.models import resolve_model_path
+
+    return str(resolve_model_path(name))
+
+
+def _opt(options: Any, name: str) -> Any:
+    default = getattr(ActionsTaskConfig(), name)
+    return default if options is None else getattr(options, name, default)
+
+
+class ActionsTask(Task):
+    """Operator + reviewer acting on a workspace through structured actions, judged at the end."""
+
+    num_agents = 2
+    role_names = ROLE_NAMES
+
+    def __init__(self, sandbox: Any = None, options: Any = None, *, judge: Judge | None = None,
+                 registry: ActionRegistry | None = None, root: str | None = None) -> None:
+        for module in _opt(options, "plugins") or ():
+            try:
+                importlib.import_module(module)
+            except Exception as exc:  # noqa: BLE001 - any import failure is a config error
+                raise ConfigError(f"config error: task.actions.plugins: cannot import {module!r}: "
+                                  f"{type(exc).__name__}: {exc}") from None
+        self.sandbox = sandbox
+        self.file = _opt(options, "file") or str(bundled_tasks_path())
+        self.action_reward = float(_opt(options, "action_reward"))
+        self.format_penalty = float(_opt(options, "format_penalty"))
+        self.judge_reward = float(_opt(options, "judge_reward"))
+        self.max_actions = int(_opt(options, "max_actions_per_turn"))
+        self.max_turns = int(_opt(options, "max_turns") or 4)
+        self.weights = {"task_completion": float(_opt(options, "weight_completion")),
+                        "action_quality": float(_opt(options, "weight_quality")),
+                        "efficiency": float(_opt(options, "weight_efficiency")),
+                        "creativity": float(_opt(options, "weight_creativity"))}
+        self.registry = registry if registry is not None else REGISTRY
+        if judge is None:
+            from feedback.experts import ExpertError
+
+            jo = JudgeOptions(timeout_s=float(_opt(options, "judge_timeout_s")),
+                              max_retries=int(_opt(options, "judge_max_retries")),
+                              max_tokens=int(_opt(options, "judge_max_tokens")),
+                              cache_dir=_opt(options, "judge_cache_dir"))
+            try:
+                judge = make_judge(str(_opt(options, "judge")), jo, resolve_local=_resolve_local)
+            except ExpertError as exc:
+                raise ConfigError(f"config error: {exc}") from None
+        self.judge = judge
+        n = self.num_agents
+        self.reward_range = (-n * self.format_penalty,
+                             n * self.max_actions * self.action_reward + self.judge_reward)
+        self.env = Environment(registry=self.registry, sandbox=sandbox, role_names=ROLE_NAMES,
+                               max_actions_per_turn=self.max_actions, max_turns=self.max_turns, root=root)
+        self._problems: dict[str, ActionProblem] = {}
+        self._states: dict[str, TrajectoryState] = {}
+        self._rewards: dict[str, ActionReward] = {}
+        self._pending: list[tuple[str, tuple[tuple[str, ...], ...]]] = []
+        self.judgements: list[dict[str, Any]] = []  # every trajectory-end judgement, in order
+        self.link_mismatches = 0
+
+    @classmethod
+    def from_config(cls, task_cfg: Any, sandbox: Any) -> ActionsTask:
+        return cls(sandbox, getattr(task_cfg, "actions", None))
+
+    # -- data + prompts ---------------------------------------------------------------------------------
+
+    def load(self, dataset_cfg: Any) -> tuple[list[ActionProblem], list[ActionProblem]]:
+        """Tasks of `task.actions.file`; dataset.eval_size / max_problems / seed split them (name/path unused)."""
+        try:
+            problems = load_action_tasks(self.file)
+        except TaskFileError as exc:
+            raise DatasetError(f"task.actions.file: {exc}") from None
+        for p in problems:
+            self._problems[p.task_id] = p
+        train, evals = split_problems(problems, int(dataset_cfg.eval_size), int(getattr(dataset_cfg, "seed", 0)))
+        cap_n = getattr(dataset_cfg, "max_problems", None)
+        if cap_n is not None:
+            train = train[: int(cap_n)]
+        return train, evals  # type: ignore[return-value]
+
+    def role_instructions(self, agent: int) -> str:
+        if agent == 0:
+            return OPERATOR_INSTRUCTIONS
+        if agent == 1:
+            return REVIEWER_INSTRUCTIONS
+        raise IndexError(f"actions has agents 0 (operator) and 1 (reviewer), got agent {agent}")
+
+    def system_prompt(self, agent: int, problem: ActionProblem) -> str:
+        files = ", ".join(p for p, _ in problem.files) or "none yet"
+        api = (f"The task's HTTP API (JSON) is at http://{problem.api.hosts[0]} ; no other host is reachable."
+               if problem.api else "This task has no HTTP API.")
+        return (
+            f"{self.role_instructions(agent)}\n\n"
+            f"You work in a scratch workspace. Files at the start: {files}. {api}\n"
+            "Answer every turn with one or two sentences, then your action(s) as JSON in a ```json block, e.g.\n"
+            f"{FORMAT_EXAMPLE}\n"
+            f"Actions (at most {self.max_actions} per turn; a JSON list holds several):\n{self.registry.describe()}\n"
+            "Results come back in the next turn. Invalid actions are reported and cost reward."
+        )
+
+    def initial_messages(self, problem: ActionProblem) -> list[list[dict[str, str]]]:
+        self._problems.setdefault(problem.task_id, problem)
+        return [[{"role": "system", "content": self.system_prompt(a, problem)},
+                 {"role": "user", "content": problem.prompt}] for a in range(self.num_agents)]
+
+    def messages_for(self, problem: ActionProblem, state: TrajectoryState) -> list[list[dict[str, str]]]:
+        """Each agent's chat after `state`: its own earlier answers, then observations + the next user turn."""
+        out = []
+        ended = sum(not r.after_done for r in state.transcript) if state.done else None
+        for a, msgs in enumerate(self.initial_messages(problem)):
+            for rec, texts in zip(state.transcript, state.history, strict=True):
+                msgs.append({"role": "assistant", "content": texts[a]})
+                if ended is not None and rec.turn >= ended:
+                    nxt = "The task is finished. Reply with a one-sentence closing remark; no action is needed."
+                else:
+                    nxt = problem.user_turn(rec.turn + 1)
+                msgs.append({"role": "user", "content": f"Results of turn {rec.turn}:\n{render_turn(rec)}\n\n{nxt}"})
+            out.append(msgs)
+        return out
+
+    # -- states ------------------------------------------------------------------------------------------
+
+    def _problem(self, task_id: str) -> ActionProblem:
+        if task_id not in self._problems:
+            raise KeyError(f"actions: unknown task {task_id!r} (load() or initial_messages() registers tasks)")
+        return self._problems[task_id]
+
+    def state(self, problem: ActionProblem, history: tuple[tuple[str, ...], ...]) -> TrajectoryState:
+        """The state after `history` (cached; replayed from its parent when missing)."""
+        key = trajectory_key(problem.task_id, history)
+        st = self._states.get(key)
+        if st is None:
+            if not history:
+                st = self.env.reset(problem)
+            else:
+                st = self.env.step(problem, self.state(problem, history[:-1]), history[-1])
+            self._states[key] = st
+        return st
+
+    def reset(self) -> None:
+        """Forget every state (their directories are removed) and any pending link to the next score call."""
+        for st in self._states.values():
+            self.env.discard(st)
+        self._states.clear()
+        self._rewards.clear()
+        self._pending = []
+
+    def _claim(self, items: list[Any]) -> list[tuple[tuple[str, ...], ...]]:
+        """Parent histories of the items (see the module docstring)."""
+        pending, self._pending = self._pending, []
+        if all(len(it) >= 3 for it in items):
+            return [tuple(tuple(t) for t in it[2]) for it in items]
+        if pending:
+            k, m = len(pending), len(items)
+            if m % k == 0:
+                j = m // k
+                if all(items[i][0].task_id == pending[i // j][0] for i in range(m)):
+                    return [pending[i // j][1] for i in range(m)]
+            self.link_mismatches += 1
+            log.warning("actions: %d scored joint actions do not match the %d nodes whose prompts were built; "
+                        "scoring them from the initial state", m, k)
+        self.reset()  # a new rollout: earlier states are no longer needed (they can be replayed)
+        return [()] * len(items)
+
+    # -- scoring -----------------------------------------------------------------------------------------
+
+    def score(self, items: list[Any]) -> list[ActionReward]:
+        """One ActionReward per (problem, completions per agent[, history]) item, in order."""
+        histories = self._claim(items)
+        return self.score_paths([(it[0], list(it[1]), h) for it, h in zip(items, histories, strict=True)])
+
+    def score_paths(self, items: list[tuple[ActionProblem, list[str], tuple[tuple[str, ...], ...]]]
+                    ) -> list[ActionReward]:
+        """Rewards of joint actions whose earlier turns are given explicitly."""
+        parents: list[TrajectoryState] = []
+        keys: list[str] = []
+        todo: dict[str, tuple[ActionProblem, TrajectoryState, tuple[str, ...]]] = {}
+        for problem, texts, history in items:
+            self._problems.setdefault(problem.task_id, problem)
+            parent = self.state(problem, history)
+            parents.append(parent)
+            key = trajectory_key(problem.task_id, (*history, tuple(texts)))
+            keys.append(key)
+            if key not in self._states and key not in todo:
+                todo[key] = (problem, parent, tuple(texts))
+        if todo:
+            workers = max(1, min(8, int(getattr(self.sandbox, "workers", 1) or 1) * 2, len(todo)))
+            jobs = list(todo.items())
+            if workers == 1:
+                done = [self.env.step(p, par, t) for _, (p, par, t) in jobs]
+            else:
+                with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="actions") as pool:
+                    done = list(pool.map(lambda kv: self.env.step(kv[1][0], kv[1][1], kv[1][2]), jobs))
+            for (key, _), st in zip(jobs, done, strict=True):
+                self._states[key] = st
+        need = [k for k in dict.fromkeys(keys) if k not in self._rewards]
+        ending = [k for k in need if self._states[k].done and not self._states[k].transcript[-1].after_done]
+        scores: dict[str, JudgeScores] = {}
+        if ending:
+            reqs = [JudgeRequest.from_state(self._problem(self._states[k].task_id), self._states[k], self.max_turns)
+                    for k in ending]
+            for k, s in zip(ending, self.judge.score_many(reqs), strict=True):
+                scores[k] = s
+        for k in need:
+            self._rewards[k] = self._reward(self._states[k], scores.get(k))
+        return [self._rewards[k] for k in keys]
+
+    def _reward(self, st: TrajectoryState, judged: JudgeScores | None) -> ActionReward:
+        rec = st.transcript[-1]
+        ok = failed = novel = agents_with_errors = errors = 0
+        for at in rec.agents:
+            ok += sum(o.ok for o in at.outcomes)
+            failed += sum(not o.ok for o in at.outcomes)
+            novel += sum(o.ok and o.novel for o in at.outcomes)
+            errors += len(at.errors)
+            agents_with_errors += bool(at.errors)
+        r_actions = self.action_reward * novel
+        r_format = -self.format_penalty * agents_with_errors
+        passed = sum(c.passed for c in st.checks)
+        comps: dict[str, float] = {
+            "actions": r_actions, "format": r_format, "judge": 0.0,
+            "actions_ok": float(ok), "actions_failed": float(failed), "format_errors": float(errors),
+            "checks_passed": float(passed), "checks_total": float(len(st.checks)),
+            "done": float(st.done), "after_done": float(rec.after_done),
+            "success": float(bool(st.checks) and passed == len(st.checks)),
+        }
+        notes: list[str] = []
+        if judged is not None:
+            comps["judge"] = self.judge_reward * judged.weighted(self.weights)
+            for k in SCORE_KEYS:
+                comps[f"judge/{k}"] = float(getattr(judged, k))
+            comps["judge/llm"] = float(not judged.source.startswith("rule"))
+            notes.append(f"judge {judged.source}: {judged.rationale}")
+            self.judgements.append({"task_id": st.task_id, "state": st.key, "turn": st.turn,
+                                    "finished_by": st.finished_by, "source": judged.source,
+                                    **judged.as_dict(), "rationale": judged.rationale,
+                                    "reward": comps["judge"]})
+        total = r_actions + r_format + comps["judge"]
+        return ActionReward(total, comps, comps["success"] == 1.0, passed, len(st.checks), st.done, st.task_id,
+                            st.key, st.turn, judged, tuple(notes))
+
+    # -- next turn -----------------------------------------------------------------------------------------
+
+    def build_next_messages(self, contexts: list[Any]) -> list[list[list[dict[str, str]]]]:
+        """Next-turn chats of the joint actions that continue, from their states (the trainer's hook)."""
+        out = []
+        pending = []
+        for ctx in contexts:
+            task_id = getattr(ctx.reward, "task_id", None)
+            if task_id is None:
+                task_id = next(p.task_id for p in self._problems.values() if p.prompt == ctx.problem)
+            problem = self._problem(task_id)
+            history = tuple(tuple(turn) for turn in zip(*ctx.history, strict=True))
+            st = self.state(problem, history)
+            pending.append((task_id, history))
+            out.append(self.messages_for(problem, st))
+        self._pending = pending
+        return out
+
+    def metrics(self) -> dict[str, float]:
+        return {**self.judge.metrics(), "actions/link_mismatches": float(self.link_mismatches)}
+
+    def close(self) -> None:
+        self.reset()
+        self.judge.close()
+        self.env.close()

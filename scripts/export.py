@@ -1,0 +1,72 @@
+"""Export a run's trees.jsonl as training data: SFT chat JSONL and/or preference pairs.
+
+    python scripts/export.py runs/latest --sft data/sft.jsonl --pairs data/pairs.jsonl
+    python scripts/export.py runs/latest/trees.jsonl --sft sft.jsonl --only-success --min-reward 1.0
+
+SFT: one chat per agent per root-to-leaf trajectory (`{"messages": [...], "meta": {...}}`), or one per turn
+with --per-turn. Pairs: best vs worst joint action of every node (`{"prompt", "chosen", "rejected", "meta"}`).
+Works for every task (code collaboration, actions, ...). Role names come from the run's config.yaml.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from comlrl.export import load_trees, preference_pairs, sft_records, write_jsonl  # noqa: E402
+
+
+def role_names(trees_path: Path) -> list[str] | None:
+    """The role names of the run's task, from config.yaml next to trees.jsonl (None when unknown)."""
+    cfg = trees_path.parent / "config.yaml"
+    if not cfg.is_file():
+        return None
+    try:
+        from omegaconf import OmegaConf
+
+        from comlrl.tasks import TASKS
+
+        name = OmegaConf.load(cfg).task.name
+        return list(TASKS[name].role_names) if name in TASKS else None
+    except Exception:  # noqa: BLE001 - role names are a convenience
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("trees", help="a run directory or its trees.jsonl")
+    ap.add_argument("--sft", metavar="OUT", help="write SFT chat records here")
+    ap.add_argument("--pairs", metavar="OUT", help="write preference pairs here")
+    ap.add_argument("--only-success", action="store_true",
+                    help="keep trajectories whose last joint action succeeded (pairs: whose chosen one did)")
+    ap.add_argument("--min-reward", type=float, default=None,
+                    help="keep trajectories whose summed reward is at least this (pairs: chosen value)")
+    ap.add_argument("--min-gap", type=float, default=1e-9, help="pairs: minimum best-worst value gap")
+    ap.add_argument("--agents", type=int, nargs="*", default=None, help="agent indices to export (default all)")
+    ap.add_argument("--per-turn", action="store_true", help="SFT: one record per turn instead of per trajectory")
+    args = ap.parse_args(argv)
+    if not args.sft and not args.pairs:
+        ap.error("nothing to do: give --sft and/or --pairs")
+    path = Path(args.trees)
+    path = path / "trees.jsonl" if path.is_dir() else path
+    if not path.is_file():
+        print(f"export: {path} does not exist", file=sys.stderr)
+        return 2
+    records = load_trees(path)
+    roles = role_names(path)
+    if args.sft:
+        rows = sft_records(records, only_success=args.only_success, min_reward=args.min_reward, agents=args.agents,
+                           role_names=roles, per_turn=args.per_turn)
+        print(f"sft: {write_jsonl(args.sft, rows)} records -> {args.sft}")
+    if args.pairs:
+        rows = preference_pairs(records, min_gap=args.min_gap, only_success=args.only_success,
+                                min_reward=args.min_reward, agents=args.agents, role_names=roles)
+        print(f"pairs: {write_jsonl(args.pairs, rows)} records -> {args.pairs}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

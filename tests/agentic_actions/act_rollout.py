@@ -1,0 +1,60 @@
+"""A scripted rollout through the trainer's real `Rollout`: sample 0 follows the reference solution."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from act_refs import DONE, REFERENCE
+
+import feedback
+from comlrl.agentic.environment import load_action_tasks
+from comlrl.rollout import TreeShape
+from comlrl.tasks.actions import ActionsTask, bundled_tasks_path
+from comlrl.trainer import Rollout
+
+BAD = "I am not sure what to do here."
+
+
+def problems(*ids: str):
+    by_id = {p.task_id: p for p in load_action_tasks(bundled_tasks_path())}
+    return [by_id[i] for i in ids]
+
+
+class ScriptedPolicies:
+    """Sample 0 follows the reference solution, sample 1 answers without an action."""
+
+    def __init__(self, probs) -> None:
+        self.by_prompt = {p.prompt: p.task_id for p in probs}
+
+    def generate(self, requests, n, greedy=False):
+        out = []
+        for agent, msgs in requests:
+            turn = sum(m["role"] == "assistant" for m in msgs) + 1
+            ref = REFERENCE[self.by_prompt[msgs[1]["content"]]]
+            good = ref[turn - 1][agent] if turn <= len(ref) else DONE
+            texts = [good, BAD][:n] + [BAD] * max(0, n - 2)
+            out.append([SimpleNamespace(text=t, completion_ids=(1,)) for t in texts])
+        return out
+
+
+def rollout(task: ActionsTask, probs, mode: str, turns: int = 3):
+    comp = SimpleNamespace(task=task, policies=ScriptedPolicies(probs),
+                           cfg=SimpleNamespace(magrpo=SimpleNamespace(num_agents=2)),
+                           feedback=SimpleNamespace(context=lambda **f: feedback.FeedbackContext(**f)))
+    r = Rollout(comp, probs)  # type: ignore[arg-type]
+    return r.run(TreeShape(2, 2, turns, mode, None), tag="")
+
+
+def paths(root):
+    """(node, joint index, history before the node) for every joint action of a tree."""
+    out = []
+
+    def walk(node, history):
+        for j in range(len(node.joint)):
+            out.append((node, j, history))
+        for j, child in node.children.items():
+            texts = tuple(node.completions[a][node.joint[j][a]].text for a in range(2))
+            walk(child, (*history, texts))
+
+    walk(root, ())
+    return out

@@ -1,0 +1,227 @@
+"""Judges: the rule-based one, score parsing, and LLM judges through the official openai / anthropic SDKs
+against a real HTTP server on 127.0.0.1 (valid scores, malformed scores, timeouts -> rule-based fallback)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from act_llm_server import VALID, JudgeServer
+from act_refs import REFERENCE
+
+from comlrl.agentic.environment import CheckResult, load_action_tasks
+from comlrl.agentic.judge import (
+    JUDGES,
+    JudgeOptions,
+    JudgeRequest,
+    JudgeScores,
+    LLMJudge,
+    RuleJudge,
+    judge_messages,
+    make_judge,
+    parse_judge_scores,
+    register_judge,
+)
+from comlrl.tasks.actions import ActionsTask, bundled_tasks_path
+from feedback.experts import ExpertError
+
+
+def request(passed: int = 1, total: int = 2, **kw) -> JudgeRequest:
+    checks = tuple(CheckResult(f"check {i}", i < passed) for i in range(total))
+    base = dict(task_id="t", pattern="troubleshooting", goal="Fix it.", transcript="turn 1 ...", checks=checks,
+                turns_used=2, max_turns=4, actions_ok=3, actions_failed=1, format_errors=0,
+                action_types=("read_file", "create_file"), completed=True, summary="fixed")
+    base.update(kw)
+    return JudgeRequest(**base)  # type: ignore[arg-type]
+
+
+def llm_judge(server: JudgeServer, provider: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+              **opts) -> LLMJudge:
+    options = JudgeOptions(cache_dir=str(tmp_path / "cache"), backoff_s=0.01, backoff_max_s=0.02, **opts)
+    if provider == "openai":
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key-0123456789")
+        judge = make_judge("openai:gpt-4o-mini", options, base_url=server.base + "/v1")
+    elif provider == "anthropic":
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-0123456789")
+        judge = make_judge("anthropic:claude-judge-test", options, base_url=server.base)
+    else:
+        judge = make_judge(f"openai-compatible:judge-m@{server.base}/v1", options)
+    assert isinstance(judge, LLMJudge)
+    return judge
+
+
+PROVIDERS = ["openai", "anthropic", "openai-compatible"]
+
+
+# ------------------------------------------------------------------------------------------- rules
+
+
+def test_rule_judge_scores_from_checks_and_actions() -> None:
+    s = RuleJudge().score(request(passed=1, total=2))
+    assert s.task_completion == 5.0 and s.action_quality == 7.5
+    assert s.efficiency == pytest.approx(10 * 0.5 * (1 - 1 / 4))
+    assert s.creativity == pytest.approx(10 * 2 / 3, abs=1e-3) and s.source == "rule"
+    perfect = RuleJudge().score(request(passed=2, total=2, turns_used=1, actions_failed=0,
+                                        action_types=("a", "b", "c")))
+    assert perfect.as_dict() == dict.fromkeys(perfect.as_dict(), 10.0)
+    assert perfect.weighted({"task_completion": 1, "action_quality": 1, "efficiency": 1, "creativity": 1}) == 1.0
+    zero = RuleJudge().score(request(passed=0, total=2, actions_ok=0, actions_failed=0, action_types=()))
+    assert zero.weighted({"task_completion": 0.5, "action_quality": 0.5}) == 0.0
+
+
+@pytest.mark.parametrize("text, ok", [
+    (VALID, True),
+    ("Here you go:\n```json\n" + VALID + "\n```", True),
+    ('{"task_completion": 8, "action_quality": 7.5, "efficiency": 0, "creativity": 10}', True),
+    ('{"task_completion": 11, "action_quality": 7, "efficiency": 6, "creativity": 5}', False),  # out of range
+    ('{"task_completion": -1, "action_quality": 7, "efficiency": 6, "creativity": 5}', False),
+    ('{"task_completion": "8", "action_quality": 7, "efficiency": 6, "creativity": 5}', False),  # not a number
+    ('{"task_completion": true, "action_quality": 7, "efficiency": 6, "creativity": 5}', False),
+    ('{"task_completion": 8, "action_quality": 7, "efficiency": 6}', False),  # missing criterion
+    ("The agents did fine, 8/10.", False),
+    ("", False),
+    ('{"task_completion": 8, "action_quality": 7, "effic', False),  # cut off
+])
+def test_parse_judge_scores(text: str, ok: bool) -> None:
+    got = parse_judge_scores(text)
+    assert (got is not None) == ok
+    if ok:
+        assert set(got) >= {"task_completion", "action_quality", "efficiency", "creativity", "rationale"}
+
+
+def test_judge_prompt_shows_transcript_checks_and_rubric() -> None:
+    msgs = judge_messages(request())
+    assert msgs[0]["role"] == "system" and "0 (worst) to 10 (best)" in msgs[0]["content"]
+    user = msgs[1]["content"]
+    assert "Fix it." in user and "[pass] check 0" in user and "[FAIL] check 1" in user and "turn 1" in user
+
+
+# ------------------------------------------------------------------------------------- LLM judges
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_valid_scores_through_the_sdk(provider: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with JudgeServer() as server:
+        judge = llm_judge(server, provider, tmp_path, monkeypatch)
+        s = judge.score(request())
+        assert (s.task_completion, s.action_quality, s.efficiency, s.creativity) == (8, 7, 6, 5)
+        assert s.source == judge.client.spec and s.rationale == "mostly done"
+        path = server.requests[0]["path"]
+        assert path.endswith("/chat/completions" if provider != "anthropic" else "/v1/messages")
+        sent = json.dumps(server.requests[0]["body"])
+        assert "Fix it." in sent and "task_completion" in sent
+        again = judge.score(request())  # served by the cache: no second request
+        assert again == s and len(server.requests) == 1
+        m = judge.metrics()
+        assert m["judge/requests"] == 2 and m["judge/cache_hits"] == 1 and m["judge/calls"] == 1
+        judge.close()
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize("bad", [
+    '{"task_completion": 12, "action_quality": 7, "efficiency": 6, "creativity": 5}',
+    '{"task_completion": "high", "action_quality": 7, "efficiency": 6, "creativity": 5}',
+    "I would rate this trajectory quite well overall.",
+])
+def test_malformed_scores_are_retried_then_fall_back(provider: str, bad: str, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    with JudgeServer() as server:
+        server.default = bad
+        judge = llm_judge(server, provider, tmp_path, monkeypatch, max_retries=1)
+        s = judge.score(request())
+        assert s.source == "rule-fallback" and s == RuleJudge("rule-fallback").score(request())
+        assert len(server.requests) == 2  # one retry
+        m = judge.metrics()
+        assert m["judge/parse_failures"] == 2 and m["judge/fallbacks"] == 1 and m["judge/failures"] == 1
+        assert not list((tmp_path / "cache").rglob("*.json"))  # a malformed reply is never cached
+        judge.close()
+
+
+def test_malformed_then_valid_uses_the_valid_reply(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with JudgeServer() as server:
+        server.script.extend(["not json at all", "500"])
+        judge = llm_judge(server, "openai", tmp_path, monkeypatch, max_retries=2)
+        s = judge.score(request())
+        assert s.source == "openai:gpt-4o-mini" and s.task_completion == 8
+        assert [r["behaviour"] for r in server.requests] == ["not json at all", "500", "ok"]
+        judge.close()
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_timeouts_fall_back_to_the_rule_judge(provider: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with JudgeServer(slow_s=1.5) as server:
+        server.default = "timeout"
+        judge = llm_judge(server, provider, tmp_path, monkeypatch, timeout_s=0.3, max_retries=1)
+        t0 = time.perf_counter()
+        s = judge.score(request())
+        elapsed = time.perf_counter() - t0
+        assert s.source == "rule-fallback" and elapsed < 3.0
+        assert len(server.requests) == 2
+        assert judge.metrics()["judge/fallbacks"] == 1
+        judge.close()
+
+
+def test_batch_falls_back_only_where_it_failed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with JudgeServer() as server:
+        judge = llm_judge(server, "openai-compatible", tmp_path, monkeypatch, max_retries=0, concurrency=1)
+        server.script.extend(["garbage"])  # the first distinct request fails
+        out = judge.score_many([request(passed=0), request(passed=1), request(passed=0)])
+        assert out[0].source == "rule-fallback" and out[2] == out[0]  # identical requests are sent once
+        assert out[1].source.startswith("openai-compatible") and len(server.requests) == 2
+        judge.close()
+
+
+def test_make_judge_specs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert isinstance(make_judge("rule"), RuleJudge) and isinstance(make_judge(""), RuleJudge)
+    with pytest.raises(ExpertError, match="task.actions.judge='bogus:x'"):
+        make_judge("bogus:x")
+    with pytest.raises(ExpertError, match="OPENAI_API_KEY") as info:
+        make_judge("openai:gpt-4o-mini")
+    assert "task.actions.judge" in str(info.value)
+    register_judge("constant", lambda arg, opts: _Constant(float(arg or 5)))
+    try:
+        j = make_judge("constant:7")
+        assert j.score(request()).task_completion == 7.0
+    finally:
+        JUDGES.pop("constant", None)
+
+
+class _Constant(RuleJudge):
+    def __init__(self, value: float) -> None:
+        super().__init__("constant")
+        self.value = value
+
+    def score_many(self, requests):  # type: ignore[override]
+        return [JudgeScores(self.value, self.value, self.value, self.value, "constant") for _ in requests]
+
+
+# ------------------------------------------------------------------------------- in the task reward
+
+
+def test_llm_judge_scores_reach_the_reward(sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    prob = next(p for p in load_action_tasks(bundled_tasks_path()) if p.task_id == "setup-api-app")
+    turns = REFERENCE[prob.task_id]
+    with JudgeServer() as server:
+        judge = llm_judge(server, "anthropic", tmp_path, monkeypatch)
+        task = ActionsTask(sandbox, judge=judge, root=str(tmp_path / "ws"))
+        r1 = task.score_paths([(prob, list(turns[0]), ())])[0]
+        assert r1.judge is None and "judge/task_completion" not in r1.components  # not finished yet
+        r2 = task.score_paths([(prob, list(turns[1]), (tuple(turns[0]),))])[0]
+        assert r2.done and r2.judge is not None and r2.judge.source.startswith("anthropic:")
+        assert r2.components["judge/task_completion"] == 8.0 and r2.components["judge/llm"] == 1.0
+        w = task.weights
+        expected = task.judge_reward * (8 * w["task_completion"] + 7 * w["action_quality"] + 6 * w["efficiency"]
+                                        + 5 * w["creativity"]) / (10 * sum(w.values()))
+        assert r2.components["judge"] == pytest.approx(expected)
+        assert r2.total == pytest.approx(r2.components["actions"] + r2.components["format"] + expected)
+        assert task.judgements[-1]["source"].startswith("anthropic:") and task.judgements[-1]["task_completion"] == 8
+        server.default = "no scores today"  # the judge fails from now on: the rule-based judge takes over
+        other = (turns[0][0], "no action here")
+        r3 = task.score_paths([(prob, list(other), ())])[0]
+        assert r3.components["format"] == -task.format_penalty
+        r4 = task.score_paths([(prob, list(turns[1]), (tuple(other),))])[0]
+        assert r4.judge is not None and r4.judge.source == "rule-fallback"
+        assert r4.components["judge/llm"] == 0.0 and r4.components["judge/task_completion"] == 10.0
+        task.close()
