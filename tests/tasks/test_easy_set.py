@@ -1,0 +1,124 @@
+"""The built-in easy set is correct: reference solutions pass, trivial answers fail, examples are true."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from comlrl.tasks.base import Problem
+from comlrl.tasks.code_extract import extract_code, function_header
+from comlrl.tasks.datasets import load_easy
+from comlrl.tasks.measure import canonical_code, check_program, run_check
+
+# Constant answers that must never pass a problem's tests (else the tests do not test anything).
+STUBS = ["None", "0", "1", "-1", "''", "[]", "{}", "False", "True"]
+
+BATCH_RUNNER = r"""
+import json, sys
+results = []
+for program in json.load(sys.stdin):
+    try:
+        exec(compile(program, "<problem>", "exec"), {"__name__": "__check__"})
+        results.append(True)
+    except BaseException:
+        results.append(False)
+print(json.dumps(results))
+"""
+
+
+def run_batch(programs: list[str]) -> list[bool]:
+    """Run trusted, test-authored programs in one child process (one fresh namespace each)."""
+    proc = subprocess.run(
+        [sys.executable, "-I", "-c", BATCH_RUNNER], input=json.dumps(programs), capture_output=True,
+        text=True, timeout=120, env={"PATH": os.environ.get("PATH", "")},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+def stub(problem: Problem, value: str) -> str:
+    return function_header(problem.prompt, problem.entry_point) + f"\n    return {value}\n"  # type: ignore[operator]
+
+
+EASY = load_easy()
+
+
+def test_every_canonical_solution_passes() -> None:
+    results = run_batch([check_program(p, canonical_code(p)) for p in EASY])
+    failing = [p.task_id for p, ok in zip(EASY, results, strict=True) if not ok]
+    assert failing == []
+
+
+def test_every_constant_answer_fails() -> None:
+    pairs = [(p, v) for p in EASY for v in STUBS]
+    results = run_batch([check_program(p, stub(p, v)) for p, v in pairs])
+    passing = [(p.task_id, v) for (p, v), ok in zip(pairs, results, strict=True) if ok]
+    assert passing == []
+
+
+def test_echoing_an_argument_fails() -> None:
+    """`return <first argument>` is the other cheap trick a small model finds; it must not pass."""
+    programs = []
+    for p in EASY:
+        header = function_header(p.prompt, p.entry_point) or ""
+        first_arg = header.split("(", 1)[1].split(")")[0].split(",")[0].split(":")[0].strip()
+        programs.append(check_program(p, f"{header}\n    return {first_arg}\n"))
+    results = run_batch(programs)
+    assert [p.task_id for p, ok in zip(EASY, results, strict=True) if ok] == []
+
+
+def test_docstring_examples_are_true() -> None:
+    programs = []
+    for p in EASY:
+        lines = [line.strip() for line in p.prompt.splitlines()]
+        i = next(k for k, line in enumerate(lines) if line.startswith(">>> "))
+        call, expected = lines[i][4:], lines[i + 1]
+        programs.append(canonical_code(p) + f"\nassert repr({call}) == {expected!r}, repr({call})\n")
+    results = run_batch(programs)
+    assert [p.task_id for p, ok in zip(EASY, results, strict=True) if not ok] == []
+
+
+def test_canonical_answer_in_chat_form_survives_extraction() -> None:
+    """A model that answers with the reference solution in a fence, plus prose and usage, gets full marks."""
+    programs = []
+    for p in EASY:
+        reply = (
+            f"Here is the function:\n```python\n{canonical_code(p)}```\nExample usage:\n"
+            f"```python\nprint({p.entry_point}(1))\n```\nThis works."
+        )
+        code = extract_code(reply, p.entry_point, function_header(p.prompt, p.entry_point))
+        programs.append(check_program(p, code))
+    assert all(run_batch(programs))
+
+
+def test_run_check_isolates_and_times_out() -> None:
+    p = EASY[0]
+    assert run_check(p, canonical_code(p)) is True
+    assert run_check(p, stub(p, "0")) is False
+    assert run_check(p, "import time\ntime.sleep(30)\n", timeout_s=1.0) is False
+    # exiting with status 0 before the tests run is not a pass
+    assert run_check(p, "def add(a, b):\n    return 0\nimport sys\nsys.exit(0)\n") is False
+
+
+@pytest.mark.slow
+def test_embedded_model_solves_some_but_not_all(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A short real measurement on the first problems (loads the embedded GGUF; 1.5 CPU-minutes)."""
+    pytest.importorskip("transformers")
+    pytest.importorskip("gguf")
+    from comlrl.tasks.measure import main
+
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    out = tmp_path / "m.json"
+    assert main(["--limit", "8", "--samples", "2", "--max-new-tokens", "96", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    summary, rows = result["summary"], result["problems"]
+    assert summary["problems"] == len(rows) == 8
+    assert all(r["samples"] == 2 and 0 <= r["passed"] <= 2 for r in rows)
+    assert summary["solved_at_least_once"] >= 1  # add / max_of_two / is_even are solved by this model
+    assert summary["sample_pass_rate"] < 1.0
+    assert "Easy/0" in capsys.readouterr().out
