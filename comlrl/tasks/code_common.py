@@ -100,7 +100,7 @@ class CodeTask(Task):
         if key not in self._tests:
             from sandbox.testparse import parse_tests
 
-            self._tests[key] = parse_tests(problem.test, problem.entry_point)
+            self._tests[key] = parse_tests(problem.test, problem.entry_point, prompt=problem.prompt)
         return self._tests[key]
 
     def requests(self, items: list[tuple[Problem, list[str]]]) -> list[Any]:
