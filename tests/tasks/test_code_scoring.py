@@ -36,7 +36,7 @@ def test_requests_follow_the_contract() -> None:
     (req,) = CodeCollabTask().requests([(p0, ["def aux(x):\n    return x\n", "    return False"])])
     assert req.entry_point == "has_close_elements" and req.helper_name == "aux"
     assert req.preamble == "from typing import List\n"
-    assert req.tests == parse_tests(p0.test, p0.entry_point)
+    assert req.tests == parse_tests(p0.test, p0.entry_point, prompt=p0.prompt)
     assert req.codes[0] == "def aux(x):\n    return x\n"
     assert req.codes[1].startswith("def has_close_elements(numbers: List[float], threshold: float) -> bool:")
     with pytest.raises(ValueError, match="expected one per agent"):
