@@ -300,6 +300,7 @@ def training_step(comp: Components, step: int) -> tuple[dict[str, float], list[d
     idx = step_problems(len(comp.train), step, cfg.training.trees_per_step, acc.process_index,
                         acc.num_processes, cfg.training.seed)
     torch.manual_seed(cfg.training.seed * 7919 + step * 101 + acc.process_index)
+    comp.feedback.counters.reset()  # count this step's rollout only, not evaluations in between
     rollout = Rollout(comp, [comp.train[i] for i in idx])
     shape = TreeShape(m.num_agents, m.num_generations, m.num_turns, m.joint_mode, m.early_termination_threshold)
     roots = rollout.run(shape, tag="")

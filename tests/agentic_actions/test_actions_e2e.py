@@ -99,6 +99,7 @@ def test_trainer_on_action_tasks_tiny(tmp_path: Path, monkeypatch: pytest.Monkey
 
 
 @pytest.mark.slow
+@pytest.mark.embedded
 def test_trainer_on_action_tasks_smollm2(tmp_path: Path) -> None:
     out = tmp_path / "run"
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}

@@ -73,6 +73,7 @@ def test_local_expert_with_a_bad_path_fails_at_construction(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.embedded
 def test_local_embedded_model_expert_edits_end_to_end():
     """The embedded SmolLM2-135M as expert, two turns' worth of joint actions, on CPU."""
     models = _models()

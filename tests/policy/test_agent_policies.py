@@ -343,6 +343,7 @@ def test_lora_mode_refuses_per_agent_model_names() -> None:
 
 # ---- the embedded model ------------------------------------------------------------------------------------
 @pytest.mark.slow
+@pytest.mark.embedded
 def test_embedded_model_mixed_generation_and_logprobs() -> None:
     p = make_policies(name=EMBEDDED_MODEL, max_new_tokens=24)
     reqs = [(0, msgs("Write a Python function that returns the sum of two numbers.")), (1, msgs("Say hello."))]

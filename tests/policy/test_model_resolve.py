@@ -129,6 +129,7 @@ def test_embedded_alias_converts_to_float32_without_quantization_config() -> Non
 
 
 @pytest.mark.slow
+@pytest.mark.embedded
 def test_gguf_path_converts_once_and_matches_alias(tmp_path: Path) -> None:
     from safetensors.torch import load_file
 

@@ -106,6 +106,7 @@ def test_run_check_isolates_and_times_out() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.embedded
 def test_embedded_model_solves_some_but_not_all(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A short real measurement on the first problems (loads the embedded GGUF; 1.5 CPU-minutes)."""
     pytest.importorskip("transformers")
