@@ -328,17 +328,18 @@ class AgentPolicies:
         rows = [(r, requests[r][0]) for r in range(len(requests)) for _ in range(num_samples)]
         completions: list[list[int]] = [[] for _ in rows]
         if isinstance(self.module, LoraAgentsModule):
-            groups = [list(range(len(rows)))] if rows else []
+            groups = [list(range(len(requests)))] if requests else []
         else:
-            groups = [[i for i, (_, a) in enumerate(rows) if a == agent] for agent in range(self.num_agents)]
+            groups = [[r for r, (a, _) in enumerate(requests) if a == agent] for agent in range(self.num_agents)]
         was_training = self.module.training
         self.module.eval()
         try:
-            for group in filter(None, groups):
-                outs = self._generate_rows([rows[i][1] for i in group], [prompts[rows[i][0]][0] for i in group],
-                                           greedy, stops)
-                for i, out in zip(group, outs, strict=True):
-                    completions[i] = out
+            for group in filter(None, groups):  # request r owns rows r*num_samples .. (r+1)*num_samples-1
+                outs = self._generate_rows([requests[r][0] for r in group], [prompts[r][0] for r in group],
+                                           greedy, stops, repeat=num_samples)
+                for k, r in enumerate(group):
+                    for s in range(num_samples):
+                        completions[r * num_samples + s] = outs[k * num_samples + s]
         finally:
             self.module.train(was_training)
         results: list[list[Sample]] = [[] for _ in requests]
@@ -379,8 +380,14 @@ class AgentPolicies:
         return StoppingCriteriaList([self._stop_criteria[key]])
 
     def _generate_rows(self, agents: list[int], prompts: list[list[int]], greedy: bool,
-                       stop_strings: tuple[str, ...] = ()) -> list[list[int]]:
-        from transformers import GenerationConfig
+                       stop_strings: tuple[str, ...] = (), repeat: int = 1) -> list[list[int]]:
+        """`repeat` completions of each prompt (agents[i]'s prompts[i]), as consecutive output rows.
+
+        With repeat > 1 every prompt is prefilled once and its KV cache copied to its `repeat` rows (all but
+        the last prompt token; `generate` runs that one per row and samples), instead of prefilling the same
+        prompt `repeat` times: G siblings of a node share one prefill.
+        """
+        from transformers import DynamicCache, GenerationConfig
 
         tok = self.tokenizers[agents[0]]
         width = max(len(p) for p in prompts)
@@ -397,13 +404,21 @@ class AgentPolicies:
         )
         extra = {"stopping_criteria": self._stop_criterion(agents[0], stop_strings)} if stop_strings else {}
         dev = self.device
-        if isinstance(self.module, LoraAgentsModule):
-            with self.module.routed([agent_name(a) for a in agents]):
-                out = self.module.base.generate(input_ids=ids.to(dev), attention_mask=mask.to(dev),
-                                                generation_config=gen_cfg, **extra)
-        else:
-            out = self.module.models[agents[0]].generate(input_ids=ids.to(dev), attention_mask=mask.to(dev),
-                                                        generation_config=gen_cfg, **extra)
+        lora = isinstance(self.module, LoraAgentsModule)
+        model = self.module.base if lora else self.module.models[agents[0]]
+        if repeat > 1 and width > 1 and min(len(p) for p in prompts) > 1:  # shared prefill of width - 1 tokens
+            cache = DynamicCache(config=model.config)
+            pre_mask = mask[:, :-1].to(dev)
+            with self.module.routed([agent_name(a) for a in agents]) if lora else contextlib.nullcontext():
+                model.get_decoder()(input_ids=ids[:, :-1].to(dev), attention_mask=pre_mask,
+                                    position_ids=_positions(pre_mask), past_key_values=cache, use_cache=True)
+            cache.batch_repeat_interleave(repeat)
+            extra["past_key_values"] = cache
+        ids, mask = ids.repeat_interleave(repeat, 0), mask.repeat_interleave(repeat, 0)
+        names = [agent_name(a) for a in agents for _ in range(repeat)]
+        with self.module.routed(names) if lora else contextlib.nullcontext():
+            out = model.generate(input_ids=ids.to(dev), attention_mask=mask.to(dev), generation_config=gen_cfg,
+                                 **extra)
         return out[:, width:].tolist()
 
     # ---- log-probs ------------------------------------------------------------------------------

@@ -397,7 +397,9 @@ def build(cfg: RunConfig, for_training: bool = True) -> Components:
     if not train:
         raise ValueError(f"dataset {cfg.dataset.name!r} has no training problems")
     feedback = FeedbackBridge(cfg)
-    policies = AgentPolicies(cfg.model, cfg.agents, cfg.magrpo.num_agents)
+    # tool agents stop after </tool_call> so nothing the model writes past it is trained on
+    policies = AgentPolicies(cfg.model, cfg.agents, cfg.magrpo.num_agents,
+                             stop_strings=tuple(getattr(task, "stop_strings", ())))
     model = optimizer = scheduler = None
     if for_training:
         params = list(policies.trainable_parameters())

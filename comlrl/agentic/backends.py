@@ -1,0 +1,213 @@
+"""Where the tool agent's completions come from: the local trainable model or any OpenAI-compatible server.
+
+    local:<model>                          AgentPolicies (alias, HF dir, .gguf), batched HF generate
+    openai-compatible:<model>@<base_url>   official `openai` SDK against Ollama's /v1, vLLM, llama.cpp...
+                                           key from $OPENAI_COMPATIBLE_API_KEY (optional)
+
+Both take a batch of conversations and stop sequences and return one `ChatResult` each, with per-token
+log-probs when asked for and available (the local model always can; a server only if it implements
+`logprobs`, otherwise they are None). Servers strip the stop sequence from the text; the local model keeps
+it. `turns.analyze_turn` reads both the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+Messages = list[dict[str, str]]
+KEY_ENV = "OPENAI_COMPATIBLE_API_KEY"
+
+
+class BackendError(ValueError):
+    """A bad backend spec or a backend that cannot be reached; one line naming the backend."""
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    """One completion; `stop` is the stop sequence that ended it when known (a server may not say)."""
+
+    text: str
+    finish_reason: str | None = None  # "stop" | "length" | ... (OpenAI's vocabulary)
+    stop: str | None = None
+    tokens: tuple[str, ...] | None = None
+    logprobs: tuple[float, ...] | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class ChatBackend(ABC):
+    """A batch of conversations in, one completion each out."""
+
+    name: str = "backend"
+
+    @abstractmethod
+    def complete(self, conversations: Sequence[Messages], *, stop: Sequence[str] = ()) -> list[ChatResult]:
+        """One `ChatResult` per conversation, in order."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
+        """Release clients and models."""
+
+    def __enter__(self) -> ChatBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _first_stop(text: str, stop: Sequence[str]) -> str | None:
+    """The stop sequence that occurs earliest in `text` (the one generation stopped on)."""
+    found = [(text.find(s), s) for s in stop if s and s in text]
+    return min(found)[1] if found else None
+
+
+class LocalBackend(ChatBackend):
+    """The trainable model (`comlrl.policy.AgentPolicies`), one agent; stop strings cut generation."""
+
+    def __init__(self, policies: Any, agent: int = 0, *, greedy: bool = False, logprobs: bool = False,
+                 name: str = "local") -> None:
+        self.policies, self.agent, self.greedy, self.logprobs, self.name = policies, agent, greedy, logprobs, name
+
+    @classmethod
+    def from_model(cls, model: str, *, max_new_tokens: int = 256, temperature: float = 0.7, top_p: float = 1.0,
+                   max_prompt_tokens: int = 2048, dtype: str = "float32", greedy: bool = False,
+                   logprobs: bool = False) -> LocalBackend:
+        """A full (no adapter) model for generation only."""
+        from comlrl.config import AgentsConfig, ModelConfig
+        from comlrl.policy import AgentPolicies
+
+        cfg = ModelConfig(name=model, dtype=dtype, max_new_tokens=max_new_tokens, temperature=temperature,
+                          top_p=top_p, max_prompt_tokens=max_prompt_tokens)
+        policies = AgentPolicies(cfg, AgentsConfig(mode="full"), 1)
+        policies.module.eval()
+        return cls(policies, 0, greedy=greedy, logprobs=logprobs, name=f"local:{model}")
+
+    def complete(self, conversations: Sequence[Messages], *, stop: Sequence[str] = ()) -> list[ChatResult]:
+        if not conversations:
+            return []
+        rows = self.policies.generate([(self.agent, list(m)) for m in conversations], 1, greedy=self.greedy,
+                                      stop_strings=tuple(stop))
+        samples = [row[0] for row in rows]
+        lps: list[tuple[float, ...] | None] = [None] * len(samples)
+        if self.logprobs:
+            import torch
+
+            with torch.no_grad():
+                values, mask = self.policies.token_logprobs(samples)
+            for i in range(len(samples)):
+                n = int(mask[i].sum())
+                lps[i] = tuple(round(float(v), 6) for v in values[i, :n])
+        tok = self.policies.tokenizers[self.agent]
+        out = []
+        for s, lp in zip(samples, lps, strict=True):
+            hit = _first_stop(s.text, stop) if s.finished else None
+            tokens = tuple(tok.decode([t]) for t in s.completion_ids[: len(lp)]) if lp is not None else None
+            out.append(ChatResult(s.text, "stop" if s.finished else "length", hit, tokens, lp,
+                                  len(s.prompt_ids), len(s.completion_ids)))
+        return out
+
+
+class OpenAICompatibleBackend(ChatBackend):
+    """Chat completions over HTTP with the official SDK; requests of a batch run concurrently."""
+
+    def __init__(self, model: str, base_url: str, *, api_key: str | None = None, max_tokens: int = 512,
+                 temperature: float = 0.7, top_p: float = 1.0, logprobs: bool = False, timeout_s: float = 120.0,
+                 concurrency: int = 4, max_retries: int = 2, seed: int | None = None) -> None:
+        import openai
+
+        self.model, self.base_url, self.max_tokens = model, base_url, max_tokens
+        self.temperature, self.top_p, self.seed = temperature, top_p, seed
+        self.logprobs = logprobs
+        self._logprobs_refused = False
+        self.name = f"openai-compatible:{model}@{base_url}"
+        self._client = openai.OpenAI(api_key=api_key or os.environ.get(KEY_ENV) or "no-key", base_url=base_url,
+                                     max_retries=max_retries, timeout=timeout_s)
+        self._pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="chat")
+        self._lock = threading.Lock()
+
+    def _request(self, messages: Messages, stop: Sequence[str]) -> Any:
+        import openai
+
+        params: dict[str, Any] = {"model": self.model, "messages": messages, "max_tokens": self.max_tokens,
+                                  "temperature": self.temperature, "top_p": self.top_p}
+        if stop:
+            params["stop"] = list(stop)[:4]  # the OpenAI API takes at most 4
+        if self.seed is not None:
+            params["seed"] = self.seed
+        if self.logprobs and not self._logprobs_refused:
+            try:
+                return self._client.chat.completions.create(**params, logprobs=True)
+            except openai.BadRequestError:  # a server without log-prob support: ask without from now on
+                with self._lock:
+                    if not self._logprobs_refused:
+                        log.warning("%s refused logprobs=true; continuing without log-probs", self.name)
+                    self._logprobs_refused = True
+        return self._client.chat.completions.create(**params)
+
+    def _one(self, messages: Messages, stop: Sequence[str]) -> ChatResult:
+        import openai
+
+        try:
+            resp = self._request(messages, stop)
+        except openai.APIConnectionError as exc:
+            raise BackendError(f"backend error: {self.name}: cannot connect ({exc})") from None
+        except openai.APIStatusError as exc:
+            raise BackendError(f"backend error: {self.name}: HTTP {exc.status_code}: {str(exc)[:300]}") from None
+        if not resp.choices:
+            raise BackendError(f"backend error: {self.name}: response without choices")
+        choice = resp.choices[0]
+        text = choice.message.content or ""
+        tokens = values = None
+        content = getattr(choice.logprobs, "content", None) if choice.logprobs is not None else None
+        if content:
+            tokens = tuple(str(t.token) for t in content)
+            values = tuple(float(t.logprob) for t in content)
+        reason = getattr(choice, "stop_reason", None)  # vLLM: the stop string that matched (non-standard)
+        hit = reason if isinstance(reason, str) and reason in stop else None
+        usage = resp.usage
+        return ChatResult(text, choice.finish_reason, hit, tokens, values,
+                          int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0))
+
+    def complete(self, conversations: Sequence[Messages], *, stop: Sequence[str] = ()) -> list[ChatResult]:
+        return list(self._pool.map(lambda m: self._one(list(m), stop), conversations))
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        self._client.close()
+
+
+def parse_backend(spec: str) -> tuple[str, str, str | None]:
+    """`local:<model>` -> ("local", model, None); `openai-compatible:<model>@<url>` -> (kind, model, url)."""
+    kind, sep, rest = (spec or "").partition(":")
+    kind, rest = kind.strip().lower(), rest.strip()
+    if sep and kind == "local" and rest:
+        return kind, rest, None
+    if sep and kind == "openai-compatible":
+        at = max(rest.rfind("@http://"), rest.rfind("@https://"))
+        if at > 0:
+            return kind, rest[:at], rest[at + 1 :]
+    raise BackendError(
+        f"backend error: {spec!r} is not a backend; expected local:<model> or "
+        "openai-compatible:<model>@<http(s) base_url>"
+    )
+
+
+def make_backend(spec: str, *, max_tokens: int = 512, temperature: float = 0.7, top_p: float = 1.0,
+                 logprobs: bool = False, greedy: bool = False, concurrency: int = 4, timeout_s: float = 120.0,
+                 max_prompt_tokens: int = 2048, seed: int | None = None) -> ChatBackend:
+    """A backend from its spec (see the module docstring)."""
+    kind, model, url = parse_backend(spec)
+    if kind == "local":
+        return LocalBackend.from_model(model, max_new_tokens=max_tokens, temperature=temperature, top_p=top_p,
+                                       max_prompt_tokens=max_prompt_tokens, greedy=greedy, logprobs=logprobs)
+    return OpenAICompatibleBackend(model, url or "", max_tokens=max_tokens, temperature=0.0 if greedy else temperature,
+                                   top_p=top_p, logprobs=logprobs, timeout_s=timeout_s, concurrency=concurrency,
+                                   seed=seed)

@@ -1,0 +1,145 @@
+"""End-to-end trace generation against a real OpenAI-compatible HTTP server on 127.0.0.1.
+
+The server (tests/agentic/scripted_server.py) runs in this process and serves a scripted reasoning model
+that writes interleaved <think> text and tool calls, including malformed and unreadable calls, fixes
+after the tool reports a bug, a made-up tool response, and final answers. Everything else is real: the
+`openai` SDK over HTTP, the parser, the bubblewrap sandbox, the JSONL writer and the CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from scripted_server import ScriptedModel, ScriptedServer
+
+from comlrl.agentic.toolcall import find_tool_calls, parse_tool_call
+from comlrl.agentic.traces import main
+from comlrl.tasks.datasets import load_problems
+
+ROOT = Path(__file__).resolve().parents[2]
+METRICS = {"rounds", "think_blocks", "tool_calls", "malformed_calls", "repaired_calls", "fake_responses",
+           "code_iterations", "had_errors", "fixes", "tests_passed", "tests_total", "success", "well_formed",
+           "ideal", "final_answer", "finish"}
+EASY = load_problems("easy")
+
+
+@pytest.fixture(scope="module")
+def server():
+    model = ScriptedModel({p.entry_point: (p.prompt, p.canonical_solution or "") for p in EASY[:10]})
+    with ScriptedServer(model) as srv:
+        yield srv
+
+
+def read(path: Path) -> list[dict]:
+    lines = path.read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def args(server: ScriptedServer, out: Path, *extra: str) -> list[str]:
+    return ["--backend", f"openai-compatible:scripted@{server.base_url}", "--out", str(out),
+            "--sandbox-workers", "1", "--no-progress", *extra]
+
+
+def test_cli_writes_valid_jsonl_with_metrics(server: ScriptedServer, tmp_path: Path) -> None:
+    out = tmp_path / "traces.jsonl"
+    before = len(server.requests)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, str(ROOT / "scripts" / "generate_traces.py"),
+           "--backend", f"openai-compatible:scripted@{server.base_url}", "--dataset", "easy", "--limit", "6",
+           "--num-traces", "6", "--out", str(out), "--logprobs", "--sandbox-workers", "1", "--batch", "3"]
+    res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "traces: 100%" in res.stderr and "wrote 6 traces" in res.stdout  # tqdm bar, summary
+    assert len(server.requests) - before == 18  # 6 problems x 3 rounds
+    assert all(r["stop"] == ["</tool_call>", "<tool_response>"] for r in server.requests[before:])
+    records = read(out)
+    assert [r["task_id"] for r in records] == [p.task_id for p in EASY[:6]]
+    for k, r in enumerate(records):
+        m = r["metrics"]
+        assert METRICS <= set(m) and m["rounds"] == 3 and m["finish"] == "final" and m["success"]
+        assert m["tests_passed"] == m["tests_total"] > 0 and m["think_blocks"] == 1 and m["tool_calls"] == 2
+        assert m["fixes"] == 1 and m["code_iterations"] == (1 if k % 3 == 2 else 2)
+        assert m["malformed_calls"] == (k % 3 == 2) and m["repaired_calls"] == (k % 3 == 0)
+        assert m["fake_responses"] == (k % 4 == 3) and m["had_errors"] == (k % 2 == 0 or k % 3 == 2)
+        assert m["ideal"] == (k % 3 == 1 and k % 4 != 3)
+        text = r["text"]
+        order = [text.index(t) for t in ("<think>", "<tool_call>", "<tool_response>", "</think>", "```python")]
+        assert order == sorted(order) and text.count("<tool_response>") == 2  # the made-up one is gone
+        assert [x["kind"] for x in r["rounds"]] == ["bad_call" if k % 3 == 2 else "tool_call", "tool_call", "final"]
+        assert all(len(x["tokens"]) == len(x["logprobs"]) > 0 for x in r["rounds"])
+        assert [m["role"] for m in r["messages"]] == ["system", "user", "assistant", "user", "assistant", "user",
+                                                      "assistant"]
+        assert r["final_code"].startswith(EASY[k].prompt.split("\n")[0]) and r["backend"].startswith("openai-")
+    bad = records[2]["rounds"][0]["tool_response"]
+    assert '"error": "invalid tool call (invalid_json)"' in bad and "hint" in bad  # structured error back
+
+
+def test_resume_appends_only_missing_problems(server: ScriptedServer, tmp_path: Path) -> None:
+    out = tmp_path / "t.jsonl"
+    assert main(args(server, out, "--dataset", "easy", "--limit", "4", "--num-traces", "2")) == 0
+    assert [r["task_id"] for r in read(out)] == ["Easy/0", "Easy/1"]
+    with out.open("a") as fh:  # a run killed mid-write leaves a torn line
+        fh.write('{"task_id": "Easy/2", "te')
+    before = len(server.requests)
+    assert main(args(server, out, "--dataset", "easy", "--limit", "4", "--num-traces", "4")) == 0
+    assert [r["task_id"] for r in read(out)] == ["Easy/0", "Easy/1", "Easy/2", "Easy/3"]
+    asked = {json.dumps(r["messages"][1]) for r in server.requests[before:]}
+    assert len(asked) == 2  # only the two missing problems were generated
+    assert main(args(server, out, "--dataset", "easy", "--limit", "4", "--num-traces", "4")) == 0
+    assert len(read(out)) == 4
+
+
+def test_only_ideal_chat_format_is_fine_tuning_ready(server: ScriptedServer, tmp_path: Path) -> None:
+    out = tmp_path / "chat.jsonl"
+    assert main(args(server, out, "--dataset", "easy", "--limit", "8", "--num-traces", "8", "--only-ideal",
+                     "--chat-format")) == 0
+    records = read(out)
+    assert [r["task_id"] for r in records] == ["Easy/1", "Easy/4"]  # k % 3 == 1 and not k % 4 == 3
+    for r in records:
+        assert set(r) == {"task_id", "entry_point", "backend", "attempt", "messages", "metrics"}
+        roles = [m["role"] for m in r["messages"]]
+        assert roles[:2] == ["system", "user"] and roles[2::2] == ["assistant"] * 3 and roles[3::2] == ["user"] * 2
+        for m in r["messages"][2::2]:
+            for span in find_tool_calls(m["content"]):
+                assert span.closed and parse_tool_call(span.raw).repair == "strict"
+
+
+def test_chat_format_rewrites_repaired_calls(server: ScriptedServer, tmp_path: Path) -> None:
+    out = tmp_path / "c.jsonl"
+    assert main(args(server, out, "--dataset", "easy", "--limit", "1", "--num-traces", "1", "--chat-format")) == 0
+    (r,) = read(out)
+    assert r["metrics"]["repaired_calls"] == 1
+    (span,) = find_tool_calls(r["messages"][2]["content"])
+    assert parse_tool_call(span.raw).repair == "strict" and "checking add" in span.raw
+
+
+def test_only_success_skips_and_retries_failures(server: ScriptedServer, tmp_path: Path) -> None:
+    data = tmp_path / "d.jsonl"
+    unknown = {"task_id": "U/0", "prompt": "def mystery(x):\n    \"\"\"?\"\"\"\n", "entry_point": "mystery",
+               "test": "def check(candidate):\n    assert candidate(1) == 2\n"}
+    known = {"task_id": EASY[0].task_id, "prompt": EASY[0].prompt, "entry_point": EASY[0].entry_point,
+             "test": EASY[0].test}
+    data.write_text(json.dumps(unknown) + "\n" + json.dumps(known) + "\n")
+    out = tmp_path / "s.jsonl"
+    before = len(server.requests)
+    assert main(args(server, out, "--dataset", str(data), "--num-traces", "5", "--only-success", "--attempts", "2",
+                     "--max-rounds", "2")) == 0
+    assert [r["task_id"] for r in read(out)] == ["Easy/0"]
+    mystery = [r for r in server.requests[before:] if "mystery" in r["messages"][1]["content"]]
+    assert len(mystery) == 2 * 2  # two attempts of two rounds (prose never ends an episode early)
+    (rec,) = read(out)
+    assert rec["metrics"]["finish"] == "max_rounds" and rec["metrics"]["rounds"] == 2
+
+
+def test_bad_arguments_fail_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "x.jsonl"
+    assert main(["--backend", "nope:x", "--out", str(out), "--num-traces", "1", "--no-progress"]) == 2
+    assert "local:<model> or openai-compatible" in capsys.readouterr().err
+    assert main(["--backend", "local:x", "--out", str(out), "--num-traces", "0"]) == 2
+    assert main(["--backend", "local:x", "--dataset", str(tmp_path / "none.jsonl"), "--out", str(out),
+                 "--num-traces", "1"]) == 2
