@@ -109,12 +109,24 @@ def main() -> None:
     model = load_model(pol.paths[0], cfg.model.dtype)
 
     rec: dict = {k: [] for k in ("trl", "comlrl", "trl_cpu", "comlrl_cpu", "ratios", "wall_ratios", "comlrl_samples",
-                                 "comlrl_gen_tokens", "comlrl_gen_seconds")}
+                                 "comlrl_gen_tokens", "comlrl_gen_seconds", "comlrl_gen_cpu")}
 
     def ours(step: int) -> tuple[float, float]:
         torch.manual_seed(1000 + step)
+        rollout_generate = comp.policies.generate
+
+        def timed_generate(*a, **kw):  # comlrl's generation in CPU seconds, as measured for TRL
+            g0 = time.process_time()
+            res = rollout_generate(*a, **kw)
+            rec["comlrl_gen_cpu"].append(round(time.process_time() - g0, 3)) if step > 0 else None
+            return res
+
+        comp.policies.generate = timed_generate
         t0, c0 = time.perf_counter(), time.process_time()
-        metrics, _ = training_step(comp, step)
+        try:
+            metrics, _ = training_step(comp, step)
+        finally:
+            comp.policies.generate = rollout_generate
         dt, cpu = time.perf_counter() - t0, time.process_time() - c0
         if step > 0:
             rec["comlrl"].append(round(dt, 3))
@@ -158,10 +170,13 @@ def main() -> None:
     trainer.generation_config.eos_token_id = [never]
     trainer.generation_kwargs["eos_token_id"] = [never]
     seen_tokens: list[int] = []
+    gen_cpu: list[float] = []
     orig_gen = trainer._generate
 
-    def counting_generate(prompts):
+    def counting_generate(prompts):  # TRL's generation (prompt tokenisation + HF generate), in CPU seconds
+        c0 = time.process_time()
         res = orig_gen(prompts)
+        gen_cpu.append(round(time.process_time() - c0, 3))
         seen_tokens.append(sum(len(c) for c in res[1]) if isinstance(res, tuple) and len(res) > 1 else -1)
         return res
 
@@ -169,13 +184,17 @@ def main() -> None:
     print(f"# {args.model}: P={P} prompt(s) x G={G} completions x L={L} tokens, LoRA r={lc.r}, trl {trl.__version__}, "
           f"{args.threads} thread(s), load {os.getloadavg()[0]:.2f}", flush=True)
     trainer.train()
-    trl_tokens = seen_tokens[1:]
+    trl_tokens, trl_gen_cpu = seen_tokens[1:], gen_cpu[1:]
     ratio, wall_ratio = median(rec["ratios"]), median(rec["wall_ratios"])
     print(f"\n{'trainer':<8} {'CPU s per step':<32} {'median CPU s':>12} {'median wall s':>14} {'tokens/step':>12}")
     for name, key, toks in (("comlrl", "comlrl", rec["comlrl_gen_tokens"]), ("TRL", "trl", trl_tokens)):
         print(f"{name:<8} {', '.join(f'{x:.1f}' for x in rec[key + '_cpu']):<32} {median(rec[key + '_cpu']):>12.2f} "
               f"{median(rec[key]):>14.2f} {median(toks) if toks else float('nan'):>12.0f}")
     print(f"{'ratio':<8} {', '.join(f'{x:.2f}' for x in rec['ratios']):<32} {ratio:>12.2f} {wall_ratio:>14.2f}")
+    if trl_gen_cpu and rec["comlrl_gen_cpu"]:
+        og, tg = median(rec["comlrl_gen_cpu"]), median(trl_gen_cpu)
+        print(f"generation CPU s (median): comlrl {og:.2f}, TRL {tg:.2f}; rest of the step (reward, loss, backward, "
+              f"optimizer): comlrl {median(rec['comlrl_cpu']) - og:.2f}, TRL {median(rec['trl_cpu']) - tg:.2f}")
     out = {"command": command("trl_step.py"), "quick": args.quick, "model": args.model, "machine": info,
            "trl_version": trl.__version__, "rounds": args.rounds, "prompts": P, "samples": G, "length": L,
            "lora": {"r": lc.r, "alpha": lc.alpha, "target_modules": list(lc.target_modules)},
@@ -186,6 +205,7 @@ def main() -> None:
            "median_ratio": ratio, "median_wall_ratio": wall_ratio,
            "comlrl_samples_trained": rec["comlrl_samples"], "comlrl_gen_tokens": rec["comlrl_gen_tokens"],
            "comlrl_gen_seconds": rec["comlrl_gen_seconds"], "trl_gen_tokens": trl_tokens,
+           "comlrl_gen_cpu_seconds": rec["comlrl_gen_cpu"], "trl_gen_cpu_seconds": trl_gen_cpu,
            "rss_mb": round(rss_mb()), "total_s": round(time.perf_counter() - t_start, 1),
            "total_cpu_s": round(time.process_time(), 1)}
     comp.sandbox.close()
