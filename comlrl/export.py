@@ -133,11 +133,17 @@ def merge_roles(messages: Sequence[Message]) -> list[Message]:
     return out
 
 
+def prompt_of(messages: Sequence[Message]) -> list[Message]:
+    """A node's prompt without its answer prefix (a trailing assistant message): the answer text holds it."""
+    msgs = [{"role": m["role"], "content": m["content"]} for m in messages]
+    return msgs[:-1] if msgs and msgs[-1]["role"] == "assistant" else msgs
+
+
 def chat_of(steps: Sequence[Step], agent: int) -> list[Message]:
     """One agent's whole conversation along `steps`, ending with its last answer."""
     msgs: list[Message] = []
     for s in steps:
-        prompt = [{"role": m["role"], "content": m["content"]} for m in s.prompts[agent]]
+        prompt = prompt_of(s.prompts[agent])
         if msgs and prompt[: len(msgs)] == msgs:
             new = prompt[len(msgs):]
         elif msgs:
@@ -215,7 +221,7 @@ def preference_pairs(records: Iterable[dict[str, Any]], *, min_gap: float = 1e-9
             if chosen[a] == rejected[a]:
                 continue
             out.append({
-                "prompt": merge_roles(rec["prompts"][a]),
+                "prompt": merge_roles(prompt_of(rec["prompts"][a])),
                 "chosen": [{"role": "assistant", "content": chosen[a]}],
                 "rejected": [{"role": "assistant", "content": rejected[a]}],
                 "meta": {"step": rec.get("step"), "tree": rec.get("tree"), "node": rec["id"], "turn": rec["turn"],

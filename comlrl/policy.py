@@ -34,6 +34,14 @@ log = logging.getLogger(__name__)
 
 Messages = list[dict]
 LOGIT_CHUNK_TOKENS = 512  # tokens per lm_head chunk: 512 x 49k vocab x 4 B = 100 MB of logits at a time
+SAMPLING_TOP_K = 50  # transformers' default; explicit so a library default change cannot move it silently
+
+
+def answer_prefix_of(messages: Messages) -> str | None:
+    """The start of the answer a chat prescribes (its trailing assistant message), or None."""
+    if messages and messages[-1].get("role") == "assistant":
+        return str(messages[-1].get("content", ""))
+    return None
 
 
 def agent_name(i: int) -> str:
@@ -278,8 +286,11 @@ class AgentPolicies:
 
     # ---- prompts --------------------------------------------------------------------------------
     def _encode(self, agent: int, messages: Messages) -> list[int]:
+        """A chat ending in an assistant message is an answer prefix: the model continues that message."""
         tok = self.tokenizers[agent]
-        text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        partial = answer_prefix_of(messages) is not None
+        text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=not partial,
+                                       continue_final_message=partial)
         return list(tok(text, add_special_tokens=False)["input_ids"])
 
     def prompt_ids(self, agent: int, messages: Messages) -> tuple[list[int], bool]:
@@ -319,7 +330,10 @@ class AgentPolicies:
         """`num_samples` completions per (agent, messages) request, all in one batched `generate` call.
 
         In LoRA mode rows of all agents share one call (per-row adapter routing); in full mode there is one
-        call per agent. Sampling uses model.temperature / top_p (no top-k), greedy ignores them.
+        call per agent. Sampling uses model.temperature / top_p and top-k 50 (set explicitly: it is what transformers'
+        default generation config merges in anyway), greedy ignores them.
+        When the messages end with an assistant message (an answer prefix, e.g. "```python\ndef aux("), the
+        model continues it and each Sample's `text` starts with it, so scoring and history see the whole answer.
         A row also stops when its text contains one of `stop_strings` (default `self.stop_strings`); the
         completion then ends with the token that completed it, so nothing after it is trained on.
         """
@@ -345,7 +359,7 @@ class AgentPolicies:
         results: list[list[Sample]] = [[] for _ in requests]
         for (r, agent), comp in zip(rows, completions, strict=True):
             comp, finished = self._cut_at_stop(agent, comp, stops) if stops else self._cut_at_eos(agent, comp)
-            text = self.tokenizers[agent].decode(comp, skip_special_tokens=True)
+            text = (answer_prefix_of(requests[r][1]) or "") + self.tokenizers[agent].decode(comp, skip_special_tokens=True)
             results[r].append(Sample(agent, tuple(prompts[r][0]), tuple(comp), text, finished, prompts[r][1]))
         return results
 
@@ -400,7 +414,7 @@ class AgentPolicies:
         gen_cfg = GenerationConfig(
             max_new_tokens=self.cfg.max_new_tokens, do_sample=not greedy, use_cache=True,
             temperature=None if greedy else self.cfg.temperature, top_p=None if greedy else self.cfg.top_p,
-            top_k=None, eos_token_id=eos, pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
+            top_k=None if greedy else SAMPLING_TOP_K, eos_token_id=eos, pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
         )
         extra = {"stopping_criteria": self._stop_criterion(agents[0], stop_strings)} if stop_strings else {}
         dev = self.device

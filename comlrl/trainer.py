@@ -163,11 +163,20 @@ class Rollout:
         # a task with its own environment (tool results, observations) builds its next turn itself
         own = getattr(task, "build_next_messages", None)
         out = own(contexts) if own is not None else self.c.feedback.build(contexts)
+        out = [self._prefixed(self.problems[node.root], msgs) for (node, _), msgs in zip(pairs, out, strict=True)]
         self.feedback_seconds += time.perf_counter() - t0
         return out
 
+    def _prefixed(self, problem: Any, messages: list[list[dict]]) -> list[list[dict]]:
+        """Each agent's chat, ending with the task's answer prefix as a partial assistant message if it has one."""
+        out = []
+        for a, msgs in enumerate(messages):
+            prefix = self.c.task.answer_prefix(a, problem)
+            out.append([*msgs, {"role": "assistant", "content": prefix}] if prefix else msgs)
+        return out
+
     def run(self, shape: TreeShape, tag: str) -> list[Node]:
-        self.roots = make_roots([self.c.task.initial_messages(p) for p in self.problems], tag)
+        self.roots = make_roots([self._prefixed(p, self.c.task.initial_messages(p)) for p in self.problems], tag)
         return expand_trees(self.roots, shape, self.generate, self.score, self.next_messages)
 
 

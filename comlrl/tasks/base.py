@@ -46,6 +46,11 @@ class Task(ABC):
     def role_instructions(self, agent: int) -> str:
         """What agent `agent` must write; reused by the feedback prompts of later turns."""
 
+    def answer_prefix(self, agent: int, problem: Problem) -> str:
+        """How agent `agent`'s answer must start in every turn ("" = free). The model continues it, so
+        small models cannot miss the format the reward checks (the function name, the code fence)."""
+        return ""
+
     @abstractmethod
     def score(self, items: list[tuple[Problem, list[str]]]) -> list[Any]:
         """One `sandbox.rewards.CodeReward` per (problem, completions per agent) item, in order."""

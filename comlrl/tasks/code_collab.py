@@ -40,6 +40,9 @@ class CodeCollabTask(CodeTask):
             return f"Write `{self.helper_name}` to help with `{problem.entry_point}`."
         return f"Write `{problem.entry_point}`."
 
+    def defined_name(self, agent: int, problem: Problem) -> str:
+        return self.helper_name if agent == 0 else problem.entry_point
+
     def agent_codes(self, problem: Problem, completions: list[str]) -> tuple[str, ...]:
         helper = extract_code(completions[0], self.helper_name, None, exclude={problem.entry_point})
         header = function_header(problem.prompt, problem.entry_point)

@@ -53,6 +53,9 @@ class CodeTask(Task):
     """Base of the code-writing tasks; `sandbox` is a `sandbox.executor.Sandbox` (or anything with its API)."""
 
     helper_name = "aux"
+    # Generation stops after the answer's closing fence: what small models write past it (explanations,
+    # "usage" variants) is a third of their tokens, never scored, yet trained on and paid for in rollout.
+    stop_strings: tuple[str, ...] = ("```\n\n",)
 
     def __init__(self, sandbox: Any = None) -> None:
         self.sandbox = sandbox
@@ -89,6 +92,14 @@ class CodeTask(Task):
             ]
             for agent in range(self.num_agents)
         ]
+
+    def answer_prefix(self, agent: int, problem: Problem) -> str:
+        """A code block that starts the function this agent must define."""
+        return f"```python\ndef {self.defined_name(agent, problem)}("
+
+    @abstractmethod
+    def defined_name(self, agent: int, problem: Problem) -> str:
+        """The function agent `agent` writes."""
 
     @abstractmethod
     def agent_codes(self, problem: Problem, completions: list[str]) -> tuple[str, ...]:

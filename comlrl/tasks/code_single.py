@@ -26,6 +26,9 @@ class CodeSingleTask(CodeTask):
     def target_line(self, agent: int, problem: Problem) -> str:
         return f"Write `{problem.entry_point}`."
 
+    def defined_name(self, agent: int, problem: Problem) -> str:
+        return problem.entry_point
+
     def agent_codes(self, problem: Problem, completions: list[str]) -> tuple[str, ...]:
         header = function_header(problem.prompt, problem.entry_point)
         return (extract_code(completions[0], problem.entry_point, header),)

@@ -70,6 +70,16 @@ def code_trees() -> list[dict]:
     return [root, child]
 
 
+def test_answer_prefix_is_not_repeated_in_exports(tokenizer) -> None:
+    recs = code_trees()
+    prefixed = json.loads(json.dumps(recs))
+    for rec in prefixed:  # as the trainer writes code trees: prompts end with the answer prefix
+        for a, msgs in enumerate(rec["prompts"]):
+            msgs.append({"role": "assistant", "content": "def aux(" if a == 0 else "def add("})
+    assert sft_records(prefixed) == sft_records(recs)
+    assert preference_pairs(prefixed) == preference_pairs(recs)
+
+
 def test_code_collab_trees_export(tokenizer) -> None:
     recs = code_trees()
     trajs = list(trajectories(recs))

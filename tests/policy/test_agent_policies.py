@@ -107,6 +107,20 @@ def test_generation_stops_at_eos_and_cuts_there(pol: AgentPolicies) -> None:
     assert again.finished and again.completion_ids == first.completion_ids[:n]
 
 
+def test_answer_prefix_is_continued_and_leads_the_text(pol: AgentPolicies) -> None:
+    prefix = "```python\ndef aux("
+    chat = [*REQUESTS[0][1], {"role": "assistant", "content": prefix}]
+    tok = pol.tokenizers[0]
+    ids, _ = pol.prompt_ids(0, chat)
+    rendered = tok.decode(ids)
+    assert rendered.endswith(prefix)  # the open assistant turn: no end-of-turn token after the prefix
+    opened = tok.apply_chat_template(REQUESTS[0][1], tokenize=False, add_generation_prompt=True)
+    assert rendered.startswith(opened) and rendered[len(opened):] == prefix
+    s = pol.generate([(0, chat)], 1, greedy=True)[0][0]
+    assert s.prompt_ids == tuple(ids)  # the prefix is prompt: trained on only through what follows it
+    assert s.text == prefix + tok.decode(list(s.completion_ids), skip_special_tokens=True)
+
+
 # ---- log-probs ---------------------------------------------------------------------------------------------
 def test_module_logprobs_equal_plain_transformers(pol: AgentPolicies) -> None:
     samples = [s for row in pol.generate(REQUESTS, 2) for s in row]

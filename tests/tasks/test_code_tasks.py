@@ -93,6 +93,24 @@ def test_single_agent_code_is_extracted_and_body_only_wrapped() -> None:
     assert code == "def add(a, b):\n    return a + b\n"
 
 
+def test_answers_start_with_the_function_each_agent_must_define() -> None:
+    collab, single = CodeCollabTask(), CodeSingleTask()
+    assert collab.answer_prefix(0, VOWELS) == "```python\ndef aux("
+    assert collab.answer_prefix(1, VOWELS) == single.answer_prefix(0, VOWELS) == "```python\ndef count_vowels("
+    # the model continues the prefix; the completed answer (prefix + continuation) scores as a whole
+    helper, main = collab.agent_codes(VOWELS, [collab.answer_prefix(0, VOWELS) + "s):\n    return s.lower()\n```",
+                                               collab.answer_prefix(1, VOWELS) + "s):\n    return len(aux(s))\n```"])
+    assert helper == "def aux(s):\n    return s.lower()\n" and main.startswith("def count_vowels(s):")
+
+
+@pytest.mark.parametrize("task", [CodeCollabTask(), CodeSingleTask()])
+def test_generation_stops_after_the_closing_fence_only(task: Task) -> None:
+    answer = "```python\ndef f(x):\n    return x\n```\n\nThis function returns x.\n```python\nf(1)\n```"
+    cut = min(answer.find(s) + len(s) for s in task.stop_strings if s in answer)
+    assert answer[:cut] == "```python\ndef f(x):\n    return x\n```\n\n"
+    assert not any(s in task.answer_prefix(0, ADD) for s in task.stop_strings)
+
+
 def test_collab_each_agent_only_contributes_its_own_role() -> None:
     task = CodeCollabTask()
     helper_reply = fenced("def aux(s):\n    return s.lower()\n\ndef count_vowels(s):\n    return 99\n")

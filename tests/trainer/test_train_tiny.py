@@ -39,6 +39,11 @@ def test_training_updates_adapters_and_counts_match(tmp_path, tiny_model, mode, 
     trees = [json.loads(x) for x in (run / "trees.jsonl").read_text().splitlines()]
     assert len(trees) == 2 * nodes
     assert all(len(t["rewards"]) == len(t["returns"]) == len(t["joint_actions"]) for t in trees)
+    for t in trees:  # every turn's answer starts with the task's prefix, which the completion text carries
+        helper, main = (p[-1] for p in t["prompts"])
+        assert helper == {"role": "assistant", "content": "```python\ndef aux("}
+        assert main["role"] == "assistant" and main["content"].startswith("```python\ndef ")
+        assert all(c.startswith(p[-1]["content"]) for p, cs in zip(t["prompts"], t["completions"]) for c in cs)
     assert (run / "checkpoints" / "step-2" / "meta.json").is_file()
     assert list((run / "tensorboard").glob("events.*"))
     assert "done: 2 steps; outputs in" in res.stdout
