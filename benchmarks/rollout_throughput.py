@@ -36,7 +36,7 @@ def expand_depth_first(rollout, shape) -> list:
     from comlrl.tree import Node, joint_actions, should_terminate
 
     actions = joint_actions(shape.num_agents, shape.num_generations, shape.joint_mode)
-    rollout.roots = make_roots([rollout.c.task.initial_messages(p) for p in rollout.problems], "df")
+    rollout.roots = make_roots([rollout.initial_messages(p) for p in rollout.problems], "df")
 
     def visit(node: Node) -> None:
         node.completions = [rollout.generate([(a, node.messages[a])], shape.num_generations)[0]

@@ -1,7 +1,8 @@
 """Training step time: comlrl (N=1, T=1, G=4: plain GRPO) vs TRL's `GRPOTrainer`, same model and inputs.
 
 Both train LoRA adapters (r=8, alpha=16, q/k/v/o, float32) on the same base model, with the same
-prompts (the code_single chat prompts of the same problems, in the same order), the same reward function
+prompts (comlrl's code_single prompts of the same problems, answer prefix included, given to TRL as one
+templated text; same order), the same reward function
 (the sandbox code reward of comlrl's code_single task plus a 1e-4 x completion-length tie-breaker, so
 every group carries signal: comlrl skips groups of equal rewards while TRL always trains on them, and the
 timing should compare equal work), the same sampling (temperature 0.8, top-k 50, top-p 1), the same
@@ -57,7 +58,7 @@ def main() -> None:
 
     from comlrl.config import load_config
     from comlrl.models import load_model
-    from comlrl.trainer import build, step_problems, training_step
+    from comlrl.trainer import Rollout, build, step_problems, training_step
 
     t_start = time.perf_counter()
     info = machine(args.threads)
@@ -78,6 +79,7 @@ def main() -> None:
     tok = pol.tokenizers[0]
     never = len(tok) - 1  # a token the model practically never emits: every completion has exactly L tokens
     pol.eos_ids = [[never]]
+    pol.stop_strings = ()  # nor does the closing fence stop comlrl (TRL has no stop strings)
     lc = cfg.agents.lora
 
     # the same problems, step by step: comlrl's stateless draw, laid out in order for TRL's sequential sampler
@@ -85,11 +87,17 @@ def main() -> None:
     per_step = [[comp.train[i] for i in step_problems(len(comp.train), s, P, 0, 1, cfg.training.seed)]
                 for s in range(steps)]
     by_id = {p.task_id: p for p in comp.train}
-    rows = [{"prompt": comp.task.initial_messages(p)[0], "task_id": p.task_id} for ps in per_step for p in ps]
+    # TRL re-templates chat prompts with a generation prompt, which would drop comlrl's answer prefix (the
+    # open "```python\ndef <entry_point>(" assistant turn), so it gets the very prompt text comlrl generates from
+    rollout = Rollout(comp, comp.train)
+    first = {p.task_id: rollout.initial_messages(p)[0] for p in comp.train}
+    prefix = {t: m[-1]["content"] for t, m in first.items()}
+    rows = [{"prompt": tok.decode(pol.prompt_ids(0, first[p.task_id])[0]), "task_id": p.task_id}
+            for ps in per_step for p in ps]
     dataset = Dataset.from_list(rows)
 
     def reward(prompts, completions, task_id, **_):
-        texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+        texts = [prefix[t] + c for t, c in zip(task_id, completions, strict=True)]  # as comlrl's Sample.text
         out = comp.task.score([(by_id[t], [x]) for t, x in zip(task_id, texts, strict=True)])
         return [r.total for r in out]
 

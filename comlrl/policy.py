@@ -110,23 +110,38 @@ class LoraAgentsModule(nn.Module):
         self.peft = peft_model
         self.num_agents = num_agents
         self._route: list[str] | None = None
-        for mod in peft_model.modules():
-            if isinstance(mod, LoraLayer):
-                mod.register_forward_pre_hook(self._inject_route, with_kwargs=True)
+        self._uniform: list[str] | None = None  # the one adapter of every row ([] = base), when there is one
+        self._layers = [m for m in peft_model.modules() if isinstance(m, LoraLayer)]
+        self._peft_active = [m._active_adapter for m in self._layers]
+        for mod in self._layers:
+            mod.register_forward_pre_hook(self._inject_route, with_kwargs=True)
 
     def _inject_route(self, module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
         if self._route is None:
+            return None
+        if self._uniform is not None:  # one adapter for all rows: peft's plain path, no per-row indexing
+            module._active_adapter = self._uniform
             return None
         return args, {**kwargs, "adapter_names": self._route}
 
     @contextlib.contextmanager
     def routed(self, names: list[str] | None) -> Iterator[None]:
-        """Route row i of every LoRA layer's input to adapter names[i] ('__base__' = no adapter)."""
-        prev, self._route = self._route, names
+        """Route row i of every LoRA layer's input to adapter names[i] ('__base__' = no adapter).
+
+        A batch of one agent takes peft's single-adapter forward (the layer's active adapter is pointed at
+        it for the call, never through `set_adapter`, which would freeze the other adapters); mixed
+        batches take peft's per-row `adapter_names` path, about 15% slower per decode step."""
+        prev = self._route, self._uniform
+        self._route = names
+        self._uniform = None
+        if names and all(n == names[0] for n in names):
+            self._uniform = [] if names[0] == "__base__" else [names[0]]
         try:
             yield
         finally:
-            self._route = prev
+            self._route, self._uniform = prev
+            for mod, active in zip(self._layers, self._peft_active, strict=True):
+                mod._active_adapter = active
 
     def checkpoint_fn(self, fn: Callable, *args: Any, **kwargs: Any) -> Any:
         """Per-layer gradient checkpointing that replays the layer with the routing of its forward."""

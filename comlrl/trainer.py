@@ -175,8 +175,12 @@ class Rollout:
             out.append([*msgs, {"role": "assistant", "content": prefix}] if prefix else msgs)
         return out
 
+    def initial_messages(self, problem: Any) -> list[list[dict]]:
+        """The turn-1 chats the agents are prompted with: the task's messages plus its answer prefix."""
+        return self._prefixed(problem, self.c.task.initial_messages(problem))
+
     def run(self, shape: TreeShape, tag: str) -> list[Node]:
-        self.roots = make_roots([self._prefixed(p, self.c.task.initial_messages(p)) for p in self.problems], tag)
+        self.roots = make_roots([self.initial_messages(p) for p in self.problems], tag)
         return expand_trees(self.roots, shape, self.generate, self.score, self.next_messages)
 
 

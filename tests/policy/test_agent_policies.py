@@ -134,6 +134,35 @@ def test_module_logprobs_equal_plain_transformers(pol: AgentPolicies) -> None:
     pol._all_adapters_trainable(pol.module)
 
 
+def test_one_agent_batch_takes_the_plain_path_with_the_same_numbers_and_gradients(pol: AgentPolicies) -> None:
+    samples = [s for row in pol.generate(REQUESTS, 2) for s in row]  # agents 0,0, 1,1, 1,1, 0,0
+    mixed_lp, _ = pol.token_logprobs(samples)
+    agent1 = [s for s in samples if s.agent == 1]
+    calls: list[str] = []
+    lora_linear = type(pol.module._layers[0])
+    orig = lora_linear._mixed_batch_forward
+
+    def spy(self, *a, **kw):
+        calls.append("mixed")
+        return orig(self, *a, **kw)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(lora_linear, "_mixed_batch_forward", spy)
+        alone_lp, _ = pol.token_logprobs(agent1)
+        assert calls == []  # one agent: no per-row routing
+        pol.token_logprobs(samples[:3])
+        assert calls  # two agents: per-row routing
+    rows = [i for i, s in enumerate(samples) if s.agent == 1]
+    torch.testing.assert_close(alone_lp, mixed_lp[rows, : alone_lp.shape[1]], atol=ATOL, rtol=0)
+    pol.module.zero_grad(set_to_none=True)
+    alone_lp.sum().backward()  # gradients reach agent 1's adapter only, all adapters stay trainable
+    assert all(p.grad is None or p.grad.abs().sum() == 0 for p in pol.agent_parameters(0))
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in pol.agent_parameters(1))
+    assert all(p.requires_grad for p in pol.agent_parameters(0) + pol.agent_parameters(1))
+    pol.module.zero_grad(set_to_none=True)
+    assert {str(m._active_adapter) for m in pol.module._layers} == {str(a) for a in pol.module._peft_active}
+
+
 def test_reference_logprobs_are_the_base_model_and_need_no_grad(pol: AgentPolicies) -> None:
     from transformers import AutoModelForCausalLM
 
