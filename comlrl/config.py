@@ -169,7 +169,7 @@ class TrainingConfig:
     output_dir: str = "runs/latest"
     seed: int = 0
     resume: bool = False
-    torch_threads: int = 0  # 0 = leave torch's default
+    torch_threads: int = 0  # 0 = the cores this process may use / local processes
 
 
 @dataclass

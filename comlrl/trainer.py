@@ -390,6 +390,13 @@ def evaluate(comp: Components, step: int) -> dict[str, float]:
     return out
 
 
+def cpu_share() -> int:
+    """This process's share of the cores it may run on: `accelerate launch` exports OMP_NUM_THREADS=1 for
+    a one-process CPU launch, which would leave all but one core idle."""
+    local = int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("WORLD_SIZE") or 1)
+    return max(1, len(os.sched_getaffinity(0)) // max(1, local))
+
+
 def build(cfg: RunConfig, for_training: bool = True) -> Components:
     from comlrl.feedback_bridge import FeedbackBridge
     from comlrl.policy import AgentPolicies
@@ -397,8 +404,7 @@ def build(cfg: RunConfig, for_training: bool = True) -> Components:
     from sandbox.executor import Sandbox
 
     acc = make_accelerator()
-    if cfg.training.torch_threads:
-        torch.set_num_threads(cfg.training.torch_threads)
+    torch.set_num_threads(cfg.training.torch_threads or cpu_share())
     random.seed(cfg.training.seed)
     torch.manual_seed(cfg.training.seed)
     workers = cfg.sandbox.workers or max(1, (os.cpu_count() or 1) // acc.num_processes)
