@@ -415,7 +415,7 @@ def _parse(text: str, registry: ActionRegistry, max_actions: int) -> ParseResult
         errors.append(ActionError("too_many", f"{len(extra)} action(s) beyond the limit of {max_actions} per turn "
                                   f"were not executed ({', '.join(a.type for a in extra)})"))
     if not actions and not errors:
-        errors.append(ActionError("no_action", "no JSON action found; end the answer with a ```json block like "
+        errors.append(ActionError("no_action", "no JSON action found; answer with a ```json block like "
                                   '{"action": "read_file", "parameters": {"path": "README.md"}}'))
     return ParseResult(tuple(actions), tuple(errors), prose)
 

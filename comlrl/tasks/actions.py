@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from comlrl.agentic import action_prompts as prompts
 from comlrl.agentic.actions import REGISTRY, ActionRegistry
 from comlrl.agentic.environment import (
     ActionProblem,
@@ -50,15 +51,14 @@ log = logging.getLogger("comlrl.tasks.actions")
 
 ROLE_NAMES = ["operator", "reviewer"]
 OPERATOR_INSTRUCTIONS = (
-    "You are the operator. You carry out the user's request in the workspace: look at files, create or "
-    "change them, run Python, call the task's API."
+    "You are the operator: you carry out the user's request in the workspace (read and write files, run "
+    "Python, call the task's API)."
 )
 REVIEWER_INSTRUCTIONS = (
-    "You are the reviewer. The operator works in the same workspace and its actions run just before yours "
-    "in each turn. Check the work (read files, test with run_python, query the API), fix small problems, "
-    "and when the user's request is fully met, call complete_task with a short summary."
+    "You are the reviewer: the operator's actions run just before yours in each turn, in the same workspace. "
+    "Check its work (read files, test with run_python, query the API), fix small problems, and call "
+    "complete_task with a short summary when the user's request is fully met."
 )
-FORMAT_EXAMPLE = '```json\n{"action": "read_file", "parameters": {"path": "README.md"}}\n```'
 
 
 def bundled_tasks_path() -> Path:
@@ -104,6 +104,7 @@ class ActionsTask(Task):
 
     num_agents = 2
     role_names = ROLE_NAMES
+    stop_strings = prompts.STOP_STRINGS  # generation ends with the answer's ```json block
 
     def __init__(self, sandbox: Any = None, options: Any = None, *, judge: Judge | None = None,
                  registry: ActionRegistry | None = None, root: str | None = None) -> None:
@@ -177,22 +178,12 @@ class ActionsTask(Task):
         raise IndexError(f"actions has agents 0 (operator) and 1 (reviewer), got agent {agent}")
 
     def system_prompt(self, agent: int, problem: ActionProblem) -> str:
-        files = ", ".join(p for p, _ in problem.files) or "none yet"
-        api = (f"The task's HTTP API (JSON) is at http://{problem.api.hosts[0]} ; no other host is reachable."
-               if problem.api else "This task has no HTTP API.")
-        return (
-            f"{self.role_instructions(agent)}\n\n"
-            f"You work in a scratch workspace. Files at the start: {files}. {api}\n"
-            "Answer every turn with one or two sentences, then your action(s) as JSON in a ```json block, e.g.\n"
-            f"{FORMAT_EXAMPLE}\n"
-            f"Actions (at most {self.max_actions} per turn; a JSON list holds several):\n{self.registry.describe()}\n"
-            "Results come back in the next turn. Invalid actions are reported and cost reward."
-        )
+        return prompts.system_prompt(self.role_instructions(agent), problem, self.registry, self.max_actions)
 
     def initial_messages(self, problem: ActionProblem) -> list[list[dict[str, str]]]:
+        """Per agent: system prompt, a demonstration exchange, turn 1 (see comlrl/agentic/action_prompts.py)."""
         self._problems.setdefault(problem.task_id, problem)
-        return [[{"role": "system", "content": self.system_prompt(a, problem)},
-                 {"role": "user", "content": problem.prompt}] for a in range(self.num_agents)]
+        return [prompts.initial_messages(self.system_prompt(a, problem), problem) for a in range(self.num_agents)]
 
     def messages_for(self, problem: ActionProblem, state: TrajectoryState) -> list[list[dict[str, str]]]:
         """Each agent's chat after `state`: its own earlier answers, then observations + the next user turn."""
@@ -204,7 +195,7 @@ class ActionsTask(Task):
                 if ended is not None and rec.turn >= ended:
                     nxt = "The task is finished. Reply with a one-sentence closing remark; no action is needed."
                 else:
-                    nxt = problem.user_turn(rec.turn + 1)
+                    nxt = problem.user_turn(rec.turn + 1) + prompts.reminder(problem, rec.turn + 1)
                 msgs.append({"role": "user", "content": f"Results of turn {rec.turn}:\n{render_turn(rec)}\n\n{nxt}"})
             out.append(msgs)
         return out

@@ -19,6 +19,18 @@ def acts(*pairs: tuple[str, dict[str, Any]]) -> str:
 
 DONE = act("complete_task", "All done.", summary="The request is complete and verified.")
 
+
+def locate(messages: list[dict[str, str]], task_of_prompt: dict[str, str]) -> tuple[str, int]:
+    """(task id, turn) of an agent's chat: turn 1 is the user message that starts with a task's prompt (after
+    the demonstration exchange); each later turn adds one user message."""
+    users = [m["content"] for m in messages if m["role"] == "user"]
+    for i, text in enumerate(users):
+        for prompt, task_id in task_of_prompt.items():
+            if text.startswith(prompt):
+                return task_id, len(users) - i
+    raise KeyError("no task prompt in the chat")
+
+
 SLUGIFY = '''import re
 
 

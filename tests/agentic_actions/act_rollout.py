@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from act_refs import DONE, REFERENCE
+from act_refs import DONE, REFERENCE, locate
 
 import feedback
 from comlrl.agentic.environment import load_action_tasks
@@ -29,8 +29,8 @@ class ScriptedPolicies:
     def generate(self, requests, n, greedy=False):
         out = []
         for agent, msgs in requests:
-            turn = sum(m["role"] == "assistant" for m in msgs) + 1
-            ref = REFERENCE[self.by_prompt[msgs[1]["content"]]]
+            task_id, turn = locate(msgs, self.by_prompt)
+            ref = REFERENCE[task_id]
             good = ref[turn - 1][agent] if turn <= len(ref) else DONE
             texts = [good, BAD][:n] + [BAD] * max(0, n - 2)
             out.append([SimpleNamespace(text=t, completion_ids=(1,)) for t in texts])

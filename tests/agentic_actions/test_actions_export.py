@@ -120,8 +120,9 @@ def test_action_trees_export(sandbox, tmp_path: Path, tokenizer, mode: str) -> N
     assert sft and all(r["meta"]["success"] for r in sft)
     for rec in sft:
         msgs = rec["messages"]
-        assert [m["role"] for m in msgs] == ["system", "user", "assistant", "user", "assistant"]
-        assert "Results of turn 1:" in msgs[3]["content"]
+        # system, the demonstration exchange (two turns), then the task's two turns
+        assert [m["role"] for m in msgs] == ["system"] + ["user", "assistant"] * 4
+        assert "Results of turn 1:" in msgs[-2]["content"]
         text = tokenizer.apply_chat_template(msgs, tokenize=False)
         assert msgs[-1]["content"] in text
     pairs = preference_pairs(recs)

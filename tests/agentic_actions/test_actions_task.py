@@ -51,15 +51,22 @@ def test_next_prompts_continue_the_chat_with_observations(sandbox, tmp_path: Pat
     root = rollout(task, probs, "align")[0]
     child = root.children[0]
     for a in range(2):
-        msgs = child.messages[a]
-        assert msgs[:2] == root.messages[a]  # the chat continues: system + first user turn unchanged
-        assert [m["role"] for m in msgs] == ["system", "user", "assistant", "user"]
-        assert msgs[2]["content"] == root.completions[a][0].text  # the agent's own answer
-        assert "Results of turn 1:" in msgs[3]["content"] and '"degraded"' in msgs[3]["content"]
-        assert "fix the root cause now" in msgs[3]["content"]  # the pattern's scripted follow-up
-    assert "action error (no_action)" in root.children[1].messages[0][3]["content"]
+        msgs, first = child.messages[a], root.messages[a]
+        # the chat continues: system prompt, the demonstration exchange, the first user turn, unchanged
+        assert msgs[:len(first)] == first
+        assert [m["role"] for m in first] == ["system", "user", "assistant", "user", "assistant", "user"]
+        assert first[-1]["content"].startswith(probs[0].prompt)
+        assert [m["role"] for m in msgs[len(first):]] == ["assistant", "user"]
+        assert msgs[-2]["content"] == root.completions[a][0].text  # the agent's own answer
+        assert "Results of turn 1:" in msgs[-1]["content"] and '"degraded"' in msgs[-1]["content"]
+        assert "fix the root cause now" in msgs[-1]["content"]  # the pattern's scripted follow-up
+        assert msgs[-1]["content"].endswith("Reply with your JSON action in a ```json block first.")
+    assert "action error (no_action)" in root.children[1].messages[0][-1]["content"]
     assert "http://status.shop.test" in root.messages[0][0]["content"]  # the allowed host is announced
     assert "complete_task(summary: string)" in root.messages[1][0]["content"]
+    # turn 1 ends with the format on the task's own resources (here its API), in the demonstration's form
+    assert root.messages[0][-1]["content"].endswith(
+        '```json\n{"action": "api_call", "method": "GET", "url": "http://status.shop.test/"}\n```')
     task.close()
 
 
