@@ -132,16 +132,16 @@ class LoraAgentsModule(nn.Module):
         it for the call, never through `set_adapter`, which would freeze the other adapters); mixed
         batches take peft's per-row `adapter_names` path, about 15% slower per decode step."""
         prev = self._route, self._uniform
+        uniform = bool(names) and all(n == names[0] for n in names)
         self._route = names
-        self._uniform = None
-        if names and all(n == names[0] for n in names):
-            self._uniform = [] if names[0] == "__base__" else [names[0]]
+        self._uniform = ([] if names[0] == "__base__" else [names[0]]) if uniform else None
         try:
             yield
         finally:
             self._route, self._uniform = prev
-            for mod, active in zip(self._layers, self._peft_active, strict=True):
-                mod._active_adapter = active
+            if uniform:  # only the plain path moved the layers' active adapters
+                for mod, active in zip(self._layers, self._peft_active, strict=True):
+                    mod._active_adapter = active
 
     def checkpoint_fn(self, fn: Callable, *args: Any, **kwargs: Any) -> Any:
         """Per-layer gradient checkpointing that replays the layer with the routing of its forward."""

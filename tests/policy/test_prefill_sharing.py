@@ -12,25 +12,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pytest
 import torch
+from policy_helpers import make_policies
 
-from comlrl.config import AgentsConfig, ModelConfig
 from comlrl.policy import AgentPolicies
 
 torch.set_num_threads(1)
 
 G = 3
-
-
-def make(mode: str) -> AgentPolicies:
-    pol = AgentPolicies(ModelConfig(name="tiny-random", max_new_tokens=8, temperature=1.0), AgentsConfig(mode=mode), 2)
-    gen = torch.Generator().manual_seed(0)
-    with torch.no_grad():  # adapters (and the second full model) differ, so routing matters
-        for n, p in pol.module.named_parameters():
-            if "lora_B" in n:
-                p.copy_(torch.randn(p.shape, generator=gen) * 0.3)
-            elif mode == "full" and n.startswith("models.1.") and p.ndim == 2:
-                p.add_(torch.randn(p.shape, generator=gen) * 0.02)
-    return pol
 
 
 def msgs(text: str) -> list[dict]:
@@ -53,7 +41,7 @@ def shared(pol: AgentPolicies, greedy: bool) -> list[list[tuple[int, ...]]]:
 
 @pytest.mark.parametrize("mode", ["lora", "full"])
 def test_shared_prefill_gives_the_unshared_tokens(mode: str) -> None:
-    pol = make(mode)
+    pol = make_policies(mode, seed=0)
     greedy = shared(pol, True)
     assert greedy == unshared(pol, True)
     assert all(len(set(row)) == 1 for row in greedy)
@@ -66,7 +54,7 @@ def test_shared_prefill_gives_the_unshared_tokens(mode: str) -> None:
 
 
 def test_each_prompt_is_prefilled_once() -> None:
-    pol = make("lora")
+    pol = make_policies("lora", seed=0)
     decoder = pol.module.base.get_decoder()
     calls: list[tuple[int, int]] = []
     hook = decoder.register_forward_pre_hook(
