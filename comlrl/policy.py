@@ -209,9 +209,11 @@ class AgentPolicies:
     """Models, tokenizers and chat templates of N agents; batched generation and log-probs."""
 
     def __init__(self, model_cfg: ModelConfig, agents_cfg: AgentsConfig, num_agents: int,
-                 stop_strings: Sequence[str] = ()) -> None:
+                 stop_strings: Sequence[str] = (), head_messages: int | None = None) -> None:
         self.cfg = model_cfg
         self.stop_strings = tuple(stop_strings)  # default stops of `generate` (e.g. "</tool_call>")
+        # leading messages a history cut keeps (None: the system message and the first user message)
+        self.head_messages = head_messages
         self._stop_criteria: dict[tuple[str, tuple[str, ...]], Any] = {}
         self.agents_cfg = agents_cfg
         self.num_agents = num_agents
@@ -311,8 +313,8 @@ class AgentPolicies:
     def prompt_ids(self, agent: int, messages: Messages) -> tuple[list[int], bool]:
         """Chat-templated prompt ids; too long -> drop the oldest history between the head and the end.
 
-        The head (system message and first user message: the problem) and the latest messages are kept;
-        only candidates whose roles still alternate at the cut are used. If that is not enough, tokens are
+        The head (`head_messages` leading messages; by default the system message and the first user
+        message: the problem) and the latest messages are kept; only candidates whose roles still alternate at the cut are used. If that is not enough, tokens are
         cut from the middle. Every truncation is counted in `prompt_truncations` and logged.
         """
         limit = self.cfg.max_prompt_tokens
@@ -320,7 +322,7 @@ class AgentPolicies:
         if len(ids) <= limit:
             return ids, False
         full = len(ids)
-        head = 2 if messages and messages[0].get("role") == "system" else 1
+        head = self.head_messages or (2 if messages and messages[0].get("role") == "system" else 1)
         dropped = 0
         for k in range(1, len(messages) - head):
             cand = messages[:head] + messages[head + k:]

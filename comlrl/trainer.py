@@ -180,6 +180,7 @@ class Rollout:
         return self._prefixed(problem, self.c.task.initial_messages(problem))
 
     def run(self, shape: TreeShape, tag: str) -> list[Node]:
+        self.c.task.begin_rollout()
         self.roots = make_roots([self.initial_messages(p) for p in self.problems], tag)
         return expand_trees(self.roots, shape, self.generate, self.score, self.next_messages)
 
@@ -418,7 +419,8 @@ def build(cfg: RunConfig, for_training: bool = True) -> Components:
     feedback = FeedbackBridge(cfg)
     # tool agents stop after </tool_call> so nothing the model writes past it is trained on
     policies = AgentPolicies(cfg.model, cfg.agents, cfg.magrpo.num_agents,
-                             stop_strings=tuple(getattr(task, "stop_strings", ())))
+                             stop_strings=tuple(getattr(task, "stop_strings", ())),
+                             head_messages=getattr(task, "head_messages", None))
     model = optimizer = scheduler = None
     if for_training:
         params = list(policies.trainable_parameters())

@@ -48,6 +48,9 @@ DEMONSTRATION: tuple[dict[str, str], ...] = (
     {"role": "assistant", "content": block(_FIX_HELLO)},
 )
 
+# system prompt + demonstration + the task's first user turn: what a cut of a long history must keep
+HEAD_MESSAGES = 1 + len(DEMONSTRATION) + 1
+
 
 def system_prompt(instructions: str, problem: ActionProblem, registry: ActionRegistry, max_actions: int) -> str:
     """Role, workspace and API, the answer format, the action types; short, because small models lose it."""

@@ -14,12 +14,9 @@ Reward of a joint action (one turn):
 
 Turns after a trajectory ended execute nothing and score 0.
 
-How `score` finds a joint action's state: the trainer passes only (problem, completions). Every joint
-action that continues gets a child node whose prompts `build_next_messages` builds, in order; the next
-`score` call lists those nodes' joint actions in the same order (J per node). The task remembers the
-histories it built prompts for and matches them to the next call by position, checking the task ids,
-so each joint action runs on its own parent's state. Items may also carry the history themselves:
-`(problem, completions, history)`, with history = the earlier turns' completions per turn.
+How a joint action finds its state: the trainer calls `score_paths` with each joint action's history (the
+earlier turns' completions, one tuple per turn), so it runs on its own parent's state. States are cached
+for one rollout (`begin_rollout` drops them and their directories; any state can be replayed).
 """
 
 from __future__ import annotations
@@ -105,6 +102,7 @@ class ActionsTask(Task):
     num_agents = 2
     role_names = ROLE_NAMES
     stop_strings = prompts.STOP_STRINGS  # generation ends with the answer's ```json block
+    head_messages = prompts.HEAD_MESSAGES  # a history cut keeps the system prompt, demonstration and task
 
     def __init__(self, sandbox: Any = None, options: Any = None, *, judge: Judge | None = None,
                  registry: ActionRegistry | None = None, root: str | None = None) -> None:
@@ -146,9 +144,7 @@ class ActionsTask(Task):
         self._problems: dict[str, ActionProblem] = {}
         self._states: dict[str, TrajectoryState] = {}
         self._rewards: dict[str, ActionReward] = {}
-        self._pending: list[tuple[str, tuple[tuple[str, ...], ...]]] = []
         self.judgements: list[dict[str, Any]] = []  # every trajectory-end judgement, in order
-        self.link_mismatches = 0
 
     @classmethod
     def from_config(cls, task_cfg: Any, sandbox: Any) -> ActionsTask:
@@ -219,37 +215,19 @@ class ActionsTask(Task):
             self._states[key] = st
         return st
 
-    def reset(self) -> None:
-        """Forget every state (their directories are removed) and any pending link to the next score call."""
+    def begin_rollout(self) -> None:
+        """Forget every state (their directories are removed): a new rollout replays what it needs."""
         for st in self._states.values():
             self.env.discard(st)
         self._states.clear()
         self._rewards.clear()
-        self._pending = []
-
-    def _claim(self, items: list[Any]) -> list[tuple[tuple[str, ...], ...]]:
-        """Parent histories of the items (see the module docstring)."""
-        pending, self._pending = self._pending, []
-        if all(len(it) >= 3 for it in items):
-            return [tuple(tuple(t) for t in it[2]) for it in items]
-        if pending:
-            k, m = len(pending), len(items)
-            if m % k == 0:
-                j = m // k
-                if all(items[i][0].task_id == pending[i // j][0] for i in range(m)):
-                    return [pending[i // j][1] for i in range(m)]
-            self.link_mismatches += 1
-            log.warning("actions: %d scored joint actions do not match the %d nodes whose prompts were built; "
-                        "scoring them from the initial state", m, k)
-        self.reset()  # a new rollout: earlier states are no longer needed (they can be replayed)
-        return [()] * len(items)
 
     # -- scoring -----------------------------------------------------------------------------------------
 
     def score(self, items: list[Any]) -> list[ActionReward]:
-        """One ActionReward per (problem, completions per agent[, history]) item, in order."""
-        histories = self._claim(items)
-        return self.score_paths([(it[0], list(it[1]), h) for it, h in zip(items, histories, strict=True)])
+        """One ActionReward per (problem, completions per agent[, history]) item; no history = a first turn."""
+        return self.score_paths([(it[0], list(it[1]), tuple(tuple(t) for t in it[2]) if len(it) >= 3 else ())
+                                 for it in items])
 
     def score_paths(self, items: list[tuple[ActionProblem, list[str], tuple[tuple[str, ...], ...]]]
                     ) -> list[ActionReward]:
@@ -326,23 +304,19 @@ class ActionsTask(Task):
     def build_next_messages(self, contexts: list[Any]) -> list[list[list[dict[str, str]]]]:
         """Next-turn chats of the joint actions that continue, from their states (the trainer's hook)."""
         out = []
-        pending = []
         for ctx in contexts:
             task_id = getattr(ctx.reward, "task_id", None)
             if task_id is None:
                 task_id = next(p.task_id for p in self._problems.values() if p.prompt == ctx.problem)
             problem = self._problem(task_id)
             history = tuple(tuple(turn) for turn in zip(*ctx.history, strict=True))
-            st = self.state(problem, history)
-            pending.append((task_id, history))
-            out.append(self.messages_for(problem, st))
-        self._pending = pending
+            out.append(self.messages_for(problem, self.state(problem, history)))
         return out
 
     def metrics(self) -> dict[str, float]:
-        return {**self.judge.metrics(), "actions/link_mismatches": float(self.link_mismatches)}
+        return self.judge.metrics()
 
     def close(self) -> None:
-        self.reset()
+        self.begin_rollout()
         self.judge.close()
         self.env.close()

@@ -51,6 +51,10 @@ class Task(ABC):
         small models cannot miss the format the reward checks (the function name, the code fence)."""
         return ""
 
+    def begin_rollout(self) -> None:
+        """A new batch of trees starts: drop caches kept for the previous one (environment states)."""
+        return None
+
     @abstractmethod
     def score(self, items: list[tuple[Problem, list[str]]]) -> list[Any]:
         """One `sandbox.rewards.CodeReward` per (problem, completions per agent) item, in order."""

@@ -20,7 +20,6 @@ def test_each_joint_action_runs_on_its_own_path(sandbox, tmp_path: Path, mode: s
     probs = problems("ts-service-cache", "improve-fib")
     task = ActionsTask(sandbox, SimpleNamespace(max_turns=3), root=str(tmp_path / "ws"))
     roots = rollout(task, probs, mode)
-    assert task.link_mismatches == 0
     fresh = ActionsTask(sandbox, SimpleNamespace(max_turns=3), root=str(tmp_path / "ws2"))
     n = 0
     for root in roots:
@@ -43,6 +42,21 @@ def test_each_joint_action_runs_on_its_own_path(sandbox, tmp_path: Path, mode: s
         assert worst.rewards[bad] < 0 and worst.details[bad].components["format_errors"] == 2
     task.close()
     fresh.close()
+
+
+def test_states_of_one_rollout_are_dropped_when_the_next_starts(sandbox, tmp_path: Path) -> None:
+    """Workspaces were kept for the whole run: a long training run filled the disk one tree at a time."""
+    probs = problems("improve-fib")
+    task = ActionsTask(sandbox, SimpleNamespace(max_turns=3), root=str(tmp_path / "ws"))
+    first = rollout(task, probs, "align")[0]
+    dirs = {st.dir for st in task._states.values()}
+    assert len(dirs) > 1 and all(d.exists() for d in dirs)
+    again = rollout(task, probs, "align")[0]
+    assert len(task._states) == len(dirs)  # the same tree again: as many states, not twice as many
+    assert not any(d.exists() for d in dirs - {st.dir for st in task._states.values()})
+    assert again.rewards == first.rewards
+    task.close()
+    assert not any(st.dir.exists() for st in task._states.values()) and not task._states
 
 
 def test_next_prompts_continue_the_chat_with_observations(sandbox, tmp_path: Path) -> None:
@@ -110,3 +124,12 @@ def test_build_task_from_config(sandbox) -> None:
     cfg = load_config("configs/actions_T4_G2.yaml", ["task.actions.judge=openai:gpt-4o-mini"])
     with pytest.raises(ConfigError, match="OPENAI_API_KEY"):
         build_task(cfg.task, sandbox)
+
+
+def test_head_messages_end_with_the_task_so_history_cuts_keep_it(tmp_path: Path) -> None:
+    (prob,) = problems("improve-fib")
+    task = ActionsTask(None, SimpleNamespace(max_turns=3), root=str(tmp_path / "ws"))
+    for msgs in task.initial_messages(prob):
+        assert len(msgs) == task.head_messages  # system, the demonstration, the task's first turn
+        assert msgs[0]["role"] == "system" and msgs[-1]["role"] == "user"
+        assert msgs[-1]["content"].startswith(prob.prompt)

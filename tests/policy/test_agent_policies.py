@@ -311,6 +311,31 @@ def test_long_history_is_cut_in_the_middle_counted_and_logged(caplog: pytest.Log
     assert text.endswith("<|im_start|>assistant\n")
 
 
+def test_a_history_cut_keeps_the_task_given_head_of_messages() -> None:
+    """Tasks with a demonstration before the problem (actions) keep all of it: the default head of two
+    messages would keep the demonstration's first turn and drop the problem."""
+    history = [
+        {"role": "system", "content": "You act."},
+        {"role": "user", "content": "DEMO question"},
+        {"role": "assistant", "content": "DEMO answer"},
+        {"role": "user", "content": "PROBLEM: fix hello.py"},
+        {"role": "assistant", "content": "first try " + "filler " * 60},
+        {"role": "user", "content": "RESULTS one " + "filler " * 20},
+        {"role": "assistant", "content": "second try"},
+        {"role": "user", "content": "LATEST: now finish."},
+    ]
+    default = make_policies(max_prompt_tokens=80)
+    text = default.tokenizers[0].decode(default.prompt_ids(0, history)[0])
+    assert "DEMO question" in text and "PROBLEM" not in text  # what the head count is for
+    p = make_policies(max_prompt_tokens=80)
+    p.head_messages = 4
+    ids, cut = p.prompt_ids(0, history)
+    text = p.tokenizers[0].decode(ids)
+    assert cut and len(ids) <= 80
+    assert all(k in text for k in ("You act.", "DEMO question", "DEMO answer", "PROBLEM", "second try", "LATEST"))
+    assert "filler" not in text and "RESULTS one" not in text
+
+
 def test_a_single_huge_message_is_cut_by_tokens_keeping_both_ends() -> None:
     p = make_policies(max_prompt_tokens=80)
     ids, cut = p.prompt_ids(0, msgs("START " + "word " * 200 + " END"))
