@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from llm_server import LoopbackServer
 
 _ENTRY = re.compile(r"Write `([A-Za-z_]\w*)`\.")
 
@@ -74,63 +75,22 @@ def _all_passed(observation: str) -> bool:
     return bool(m) and m.group(1) == m.group(2) and m.group(2) != "0"
 
 
-class ScriptedServer:
+class ScriptedServer(LoopbackServer):
     """`ScriptedServer(model)` listens on 127.0.0.1:<free port> until `close()`; `base_url` ends in /v1."""
 
     def __init__(self, model: ScriptedModel, refuse_logprobs: bool = False) -> None:
         self.model = model
         self.refuse_logprobs = refuse_logprobs
-        self.requests: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        outer = self
+        super().__init__()
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                outer._handle(self)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.port = self.httpd.server_address[1]
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self._thread.start()
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-    def __enter__(self) -> ScriptedServer:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def _send(self, h: BaseHTTPRequestHandler, status: int, payload: dict[str, Any]) -> None:
-        body = json.dumps(payload).encode()
-        h.send_response(status)
-        h.send_header("content-type", "application/json")
-        h.send_header("content-length", str(len(body)))
-        h.end_headers()
-        h.wfile.write(body)
-
-    def _handle(self, h: BaseHTTPRequestHandler) -> None:
-        length = int(h.headers.get("content-length") or 0)
-        req = json.loads(h.rfile.read(length) or b"{}")
+    def handle(self, h: BaseHTTPRequestHandler, path: str, req: dict[str, Any], headers: dict[str, str]) -> None:
         with self._lock:
             self.requests.append(req)
-        if h.path.rstrip("/") != "/v1/chat/completions":
-            self._send(h, 404, {"error": {"message": f"no route {h.path}"}})
+        if path.rstrip("/") != "/v1/chat/completions":
+            self.send(h, 404, {"error": {"message": f"no route {path}"}})
             return
         if req.get("logprobs") and self.refuse_logprobs:
-            self._send(h, 400, {"error": {"message": "logprobs are not supported", "type": "invalid_request"}})
+            self.send(h, 400, {"error": {"message": "logprobs are not supported", "type": "invalid_request"}})
             return
         text, ignore_stop = self.model.reply(req.get("messages") or [])
         finish, stop_reason = "stop", None
@@ -146,7 +106,7 @@ class ScriptedServer:
             choice["logprobs"] = {"content": [{"token": p, "logprob": -0.25, "bytes": None, "top_logprobs": []}
                                               for p in pieces]}
         prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in req.get("messages") or [])
-        self._send(h, 200, {
+        self.send(h, 200, {
             "id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": 0,
             "model": req.get("model", "scripted"), "choices": [choice],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(pieces),

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
-from act_llm_server import VALID, JudgeServer
 from act_refs import REFERENCE
+from llm_server import ScriptedLLMServer
 
 from comlrl.agentic.environment import CheckResult, load_action_tasks
 from comlrl.agentic.judge import (
@@ -27,6 +27,9 @@ from comlrl.agentic.judge import (
 from comlrl.tasks.actions import ActionsTask, bundled_tasks_path
 from feedback.experts import ExpertError
 
+VALID = json.dumps({"task_completion": 8, "action_quality": 7, "efficiency": 6, "creativity": 5,
+                    "rationale": "mostly done"})
+
 
 def request(passed: int = 1, total: int = 2, **kw) -> JudgeRequest:
     checks = tuple(CheckResult(f"check {i}", i < passed) for i in range(total))
@@ -37,7 +40,7 @@ def request(passed: int = 1, total: int = 2, **kw) -> JudgeRequest:
     return JudgeRequest(**base)  # type: ignore[arg-type]
 
 
-def llm_judge(server: JudgeServer, provider: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+def llm_judge(server: ScriptedLLMServer, provider: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
               **opts) -> LLMJudge:
     options = JudgeOptions(cache_dir=str(tmp_path / "cache"), backoff_s=0.01, backoff_max_s=0.02, **opts)
     if provider == "openai":
@@ -103,7 +106,7 @@ def test_judge_prompt_shows_transcript_checks_and_rubric() -> None:
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_valid_scores_through_the_sdk(provider: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    with JudgeServer() as server:
+    with ScriptedLLMServer(reply=VALID, slow_s=1.0) as server:
         judge = llm_judge(server, provider, tmp_path, monkeypatch)
         s = judge.score(request())
         assert (s.task_completion, s.action_quality, s.efficiency, s.creativity) == (8, 7, 6, 5)
@@ -127,7 +130,7 @@ def test_valid_scores_through_the_sdk(provider: str, tmp_path: Path, monkeypatch
 ])
 def test_malformed_scores_are_retried_then_fall_back(provider: str, bad: str, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    with JudgeServer() as server:
+    with ScriptedLLMServer(reply=VALID, slow_s=1.0) as server:
         server.default = bad
         judge = llm_judge(server, provider, tmp_path, monkeypatch, max_retries=1)
         s = judge.score(request())
@@ -140,7 +143,7 @@ def test_malformed_scores_are_retried_then_fall_back(provider: str, bad: str, tm
 
 
 def test_malformed_then_valid_uses_the_valid_reply(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    with JudgeServer() as server:
+    with ScriptedLLMServer(reply=VALID, slow_s=1.0) as server:
         server.script.extend(["not json at all", "500"])
         judge = llm_judge(server, "openai", tmp_path, monkeypatch, max_retries=2)
         s = judge.score(request())
@@ -151,7 +154,7 @@ def test_malformed_then_valid_uses_the_valid_reply(tmp_path: Path, monkeypatch: 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_timeouts_fall_back_to_the_rule_judge(provider: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    with JudgeServer(slow_s=1.5) as server:
+    with ScriptedLLMServer(reply=VALID, slow_s=1.5) as server:
         server.default = "timeout"
         judge = llm_judge(server, provider, tmp_path, monkeypatch, timeout_s=0.3, max_retries=1)
         t0 = time.perf_counter()
@@ -164,7 +167,7 @@ def test_timeouts_fall_back_to_the_rule_judge(provider: str, tmp_path: Path, mon
 
 
 def test_batch_falls_back_only_where_it_failed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    with JudgeServer() as server:
+    with ScriptedLLMServer(reply=VALID, slow_s=1.0) as server:
         judge = llm_judge(server, "openai-compatible", tmp_path, monkeypatch, max_retries=0, concurrency=1)
         server.script.extend(["garbage"])  # the first distinct request fails
         out = judge.score_many([request(passed=0), request(passed=1), request(passed=0)])
@@ -203,7 +206,7 @@ class _Constant(RuleJudge):
 def test_llm_judge_scores_reach_the_reward(sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     prob = next(p for p in load_action_tasks(bundled_tasks_path()) if p.task_id == "setup-api-app")
     turns = REFERENCE[prob.task_id]
-    with JudgeServer() as server:
+    with ScriptedLLMServer(reply=VALID, slow_s=1.0) as server:
         judge = llm_judge(server, "anthropic", tmp_path, monkeypatch)
         task = ActionsTask(sandbox, judge=judge, root=str(tmp_path / "ws"))
         r1 = task.score_paths([(prob, list(turns[0]), ())])[0]

@@ -13,7 +13,7 @@ from pathlib import Path
 import fb_cases as cases
 import pytest
 from fb_golden import render
-from fb_llm_server import FakeLLMServer
+from llm_server import ScriptedLLMServer
 
 from comlrl.config import ExternalConfig
 from feedback import ExpertError, FeedbackMetrics, build_next_messages, make_expert
@@ -22,6 +22,7 @@ from feedback.experts import parse_spec
 from feedback.level_feedback import build as level_feedback_build
 
 KEY = "sk-test-0123456789abcdefSECRETSECRET"
+EMPTY_EDITS = '{"helper": "ok", "main": "ok"}'
 GOOD = '```json\n{"helper": "square x: return x * x", "main": "No changes needed."}\n```\nDone.'
 BACKOFF_MAX = 0.05
 
@@ -45,7 +46,7 @@ def ext(tmp_path: Path, spec: str, **kw: object) -> ExternalConfig:
     return ExternalConfig(**base)  # type: ignore[arg-type]
 
 
-def expert_for(provider: str, server: FakeLLMServer, cfg: ExternalConfig, metrics: FeedbackMetrics,
+def expert_for(provider: str, server: ScriptedLLMServer, cfg: ExternalConfig, metrics: FeedbackMetrics,
                sleeps: Sleeps, monkeypatch: pytest.MonkeyPatch):
     if provider == "anthropic":
         monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
@@ -63,7 +64,7 @@ PROVIDERS = ["deepseek", "anthropic"]
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_retries_through_every_transient_failure(provider, tmp_path, monkeypatch):
     m, sleeps = FeedbackMetrics(), Sleeps()
-    with FakeLLMServer(reply=GOOD) as server:
+    with ScriptedLLMServer(reply=GOOD) as server:
         server.script.extend(["429", "500", "timeout", "malformed"])
         cfg = ext(tmp_path, "x:y")
         expert = expert_for(provider, server, cfg, m, sleeps, monkeypatch)
@@ -89,7 +90,7 @@ def test_retries_through_every_transient_failure(provider, tmp_path, monkeypatch
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_exhausted_retries_fall_back_and_training_continues(provider, tmp_path, monkeypatch):
     m, sleeps = FeedbackMetrics(), Sleeps()
-    with FakeLLMServer() as server:
+    with ScriptedLLMServer(reply=EMPTY_EDITS) as server:
         server.default = "500"
         cfg = ext(tmp_path, "x:y", expert_max_retries=2, expert_fallback="level_feedback")
         expert = expert_for(provider, server, cfg, m, sleeps, monkeypatch)
@@ -108,7 +109,7 @@ def test_exhausted_retries_fall_back_and_training_continues(provider, tmp_path, 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_unparseable_reply_is_retried_then_falls_back(provider, tmp_path, monkeypatch):
     m, sleeps = FeedbackMetrics(), Sleeps()
-    with FakeLLMServer() as server:
+    with ScriptedLLMServer(reply=EMPTY_EDITS) as server:
         server.default = "prose"
         cfg = ext(tmp_path, "x:y", expert_max_retries=1, expert_fallback="plain")
         expert = expert_for(provider, server, cfg, m, sleeps, monkeypatch)
@@ -124,7 +125,7 @@ def test_unparseable_reply_is_retried_then_falls_back(provider, tmp_path, monkey
 
 def test_client_errors_are_not_retried(tmp_path, monkeypatch):
     m, sleeps = FeedbackMetrics(), Sleeps()
-    with FakeLLMServer() as server:
+    with ScriptedLLMServer(reply=EMPTY_EDITS) as server:
         server.default = "401"
         cfg = ext(tmp_path, "x:y")
         expert = expert_for("deepseek", server, cfg, m, sleeps, monkeypatch)
@@ -137,7 +138,7 @@ def test_client_errors_are_not_retried(tmp_path, monkeypatch):
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_cache_serves_repeats_without_a_request_and_holds_no_key(provider, tmp_path, monkeypatch):
     m, sleeps = FeedbackMetrics(), Sleeps()
-    with FakeLLMServer(reply=GOOD) as server:
+    with ScriptedLLMServer(reply=GOOD) as server:
         cfg = ext(tmp_path, "x:y")
         expert = expert_for(provider, server, cfg, m, sleeps, monkeypatch)
         first = build_next_messages([cases.context("failing")], cfg, expert=expert, metrics=m)
@@ -160,7 +161,7 @@ def test_cache_serves_repeats_without_a_request_and_holds_no_key(provider, tmp_p
 
 def test_batch_is_concurrent_and_deduplicated(tmp_path, monkeypatch):
     m, sleeps = FeedbackMetrics(), Sleeps()
-    with FakeLLMServer(reply=GOOD) as server:
+    with ScriptedLLMServer(reply=GOOD) as server:
         server.delay_s = 0.2
         cfg = ext(tmp_path, "x:y", expert_concurrency=3, expert_cache_dir="off")
         expert = expert_for("deepseek", server, cfg, m, sleeps, monkeypatch)
@@ -177,7 +178,7 @@ def test_batch_is_concurrent_and_deduplicated(tmp_path, monkeypatch):
 
 def test_openai_compatible_spec_needs_no_key(tmp_path):
     m = FeedbackMetrics()
-    with FakeLLMServer(reply=GOOD) as server:
+    with ScriptedLLMServer(reply=GOOD) as server:
         spec = f"openai-compatible:qwen2.5-coder:7b@{server.base_v1}"
         cfg = ext(tmp_path, spec)
         expert = make_expert(spec, cfg, metrics=m)
@@ -192,7 +193,7 @@ def test_openai_compatible_spec_needs_no_key(tmp_path):
 def test_key_never_in_logs_errors_cache_or_metrics(provider, tmp_path, monkeypatch, caplog, capsys):
     caplog.set_level(logging.DEBUG)  # every logger, the SDKs' and httpx2's included
     m, sleeps = FeedbackMetrics(), Sleeps()
-    with FakeLLMServer(reply=GOOD) as server:
+    with ScriptedLLMServer(reply=GOOD) as server:
         server.script.extend(["echo500", "echo500", "429", "timeout", "malformed", "401"])
         cfg = ext(tmp_path, "x:y", expert_max_retries=5)
         expert = expert_for(provider, server, cfg, m, sleeps, monkeypatch)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import fb_cases as cases
 import pytest
-from fb_llm_server import FakeLLMServer
+from llm_server import ScriptedLLMServer
 
 from comlrl.config import ExternalConfig
 from comlrl.rollout import TreeShape, expand_trees, make_roots
@@ -59,7 +59,7 @@ def test_three_turns_with_a_flaky_expert(tmp_path, monkeypatch):
                                 history=history(node, j), reward=node.details[j]) for node, j in pairs]
         return build_next_messages(ctxs, cfg, expert=expert, metrics=m)
 
-    with FakeLLMServer(reply='{"helper": "square it", "main": "add the colon"}') as server:
+    with ScriptedLLMServer(reply='{"helper": "square it", "main": "add the colon"}') as server:
         server.script.extend(["500", "500", "timeout", "timeout"])  # the first requests fail twice each
         expert = make_expert("deepseek:deepseek-coder", cfg, base_url=server.base_v1, metrics=m,
                              backoff_base_s=0.001, backoff_max_s=0.01)
