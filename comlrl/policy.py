@@ -314,8 +314,8 @@ class AgentPolicies:
         """Chat-templated prompt ids; too long -> drop the oldest history between the head and the end.
 
         The head (`head_messages` leading messages; by default the system message and the first user
-        message: the problem) and the latest messages are kept; only candidates whose roles still alternate at the cut are used. If that is not enough, tokens are
-        cut from the middle. Every truncation is counted in `prompt_truncations` and logged.
+        message: the problem) and the latest messages are kept; only candidates whose roles still alternate
+        at the cut are used. If that is not enough, tokens are cut from the middle. Every truncation is counted in `prompt_truncations` and logged.
         """
         limit = self.cfg.max_prompt_tokens
         ids = self._encode(agent, messages)

@@ -419,8 +419,7 @@ def build(cfg: RunConfig, for_training: bool = True) -> Components:
     feedback = FeedbackBridge(cfg)
     # tool agents stop after </tool_call> so nothing the model writes past it is trained on
     policies = AgentPolicies(cfg.model, cfg.agents, cfg.magrpo.num_agents,
-                             stop_strings=tuple(getattr(task, "stop_strings", ())),
-                             head_messages=getattr(task, "head_messages", None))
+                             stop_strings=task.stop_strings, head_messages=task.head_messages)
     model = optimizer = scheduler = None
     if for_training:
         params = list(policies.trainable_parameters())

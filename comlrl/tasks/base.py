@@ -33,6 +33,8 @@ class Task(ABC):
     num_agents: int
     role_names: list[str]
     reward_range: tuple[float, float]
+    stop_strings: tuple[str, ...] = ()  # generation of a row ends after one of these (e.g. a closing fence)
+    head_messages: int | None = None  # leading messages a history cut keeps (None: system + first user)
 
     @abstractmethod
     def load(self, dataset_cfg: Any) -> tuple[list[Problem], list[Problem]]:
