@@ -317,6 +317,6 @@ class ActionsTask(Task):
         return self.judge.metrics()
 
     def close(self) -> None:
-        self.begin_rollout()
+        self.begin_rollout()  # drops every state and its directory
         self.judge.close()
         self.env.close()
