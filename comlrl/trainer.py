@@ -371,7 +371,9 @@ def training_step(comp: Components, step: int) -> tuple[dict[str, float], list[d
 
 
 def evaluate(comp: Components, step: int) -> dict[str, float]:
-    """Greedy, one chain per held-out problem (G=1, no early stop): pass@1 and mean reward per turn."""
+    """Greedy, one chain per held-out problem (G=1, no early stop): pass@1 and mean reward per turn, and
+    the evaluation's wall seconds (`step_seconds` leaves them out; a run's CPU budget needs both)."""
+    t0 = time.perf_counter()
     cfg, acc = comp.cfg, comp.accelerator
     m = cfg.magrpo
     problems = comp.eval[: cfg.training.eval_size] if cfg.training.eval_size else comp.eval
@@ -388,6 +390,7 @@ def evaluate(comp: Components, step: int) -> dict[str, float]:
     out = {k.replace("pass_rate", "pass_at_1"): v for k, v in out.items()}
     out["eval/pass_at_1"] = out[f"eval/turn_{m.num_turns}/pass_at_1"]
     out["eval/problems"] = int(total["problems"])
+    out["eval/seconds"] = time.perf_counter() - t0
     return out
 
 

@@ -27,6 +27,7 @@ def test_training_updates_adapters_and_counts_match(tmp_path, tiny_model, mode, 
     lines = metrics(run)
     assert [r["step"] for r in lines] == [0, 1, 2]  # step 0 = the evaluation before training
     assert "eval/pass_at_1" in lines[0] and "eval/pass_at_1" in lines[-1]
+    assert all(r["eval/seconds"] > 0 for r in (lines[0], lines[-1])) and "eval/seconds" not in lines[1]
     for r in lines[1:]:
         assert r["nodes"] == nodes and r["joint_actions"] == rewards and r["pruned"] == 0
         assert r["turn_1/nodes"] == 1 and r["turn_2/nodes"] == nodes - 1
