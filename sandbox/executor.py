@@ -32,6 +32,7 @@ from pathlib import Path
 
 from .results import AssertResult, ExecResult, SyntaxErrorInfo
 from .testparse import ParsedTests
+from .untrusted_source import check_compiles
 
 logger = logging.getLogger("sandbox")
 
@@ -313,7 +314,7 @@ def _shutdown(workers: list[_Worker], pool: ThreadPoolExecutor) -> None:
 def syntax_error_of(code: str) -> SyntaxErrorInfo | None:
     """Compile (never run) `code`; the parent does this to skip executing code that cannot load."""
     try:
-        compile(code, "<solution>", "exec", dont_inherit=True)
+        check_compiles(code)
     except SyntaxError as e:
         return SyntaxErrorInfo(e.lineno or 0, e.offset or 0, e.msg)
     except (ValueError, RecursionError, MemoryError, OverflowError) as e:

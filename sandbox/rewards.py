@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from .executor import Sandbox
 from .results import ExecResult, SyntaxErrorInfo
 from .testparse import ParsedTests
+from .untrusted_source import check_compiles, parse
 
 __all__ = [
     "WEIGHTS", "CodeAnalysis", "CodeReward", "ScoreRequest", "SyntaxErrorInfo", "analyze", "combine",
@@ -97,8 +98,8 @@ def extract_code(text: str) -> str:
 
 def _parse(code: str) -> tuple[ast.Module | None, SyntaxErrorInfo | None]:
     try:
-        tree = ast.parse(code)
-        compile(tree, "<agent>", "exec", dont_inherit=True)  # catches e.g. `return` outside a function
+        tree = parse(code)
+        check_compiles(tree)  # catches e.g. `return` outside a function
     except SyntaxError as e:
         return None, SyntaxErrorInfo(e.lineno or 0, e.offset or 0, e.msg)
     except (ValueError, RecursionError, MemoryError, OverflowError) as e:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import json
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 from comlrl.agentic.doctest_tests import extract_doctest_tests
 from comlrl.tasks.base import Problem
 from comlrl.tasks.code_common import prompt_preamble
+from sandbox.untrusted_source import parse
 
 EdgeTests = Mapping[str, Sequence[str] | str]
 
@@ -84,9 +84,7 @@ def record_edge_tests(path: str | Path) -> dict[str, list[str] | str]:
 def _key(source: str) -> str:
     """Formatting-independent identity of an assert unit (for de-duplication)."""
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return ast.dump(ast.parse(source))
+        return ast.dump(parse(source))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return source.strip()
 

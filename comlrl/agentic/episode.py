@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import json
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +28,7 @@ from comlrl.agentic.turns import (
     turn_reward,
 )
 from comlrl.tasks.base import Problem
+from sandbox.untrusted_source import parse
 
 
 @dataclass
@@ -154,9 +154,7 @@ class Episode:
 def _code_key(code: str) -> str:
     """Formatting-independent identity of a code version (the final answer re-states the tested code)."""
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return ast.dump(ast.parse(code))
+        return ast.dump(parse(code))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return code.strip()
 

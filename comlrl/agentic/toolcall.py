@@ -18,10 +18,11 @@ import json
 import re
 import textwrap
 import time
-import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
+
+from sandbox.untrusted_source import parse
 
 TOOL_CALL_OPEN = "<tool_call>"
 TOOL_CALL_CLOSE = "</tool_call>"
@@ -348,9 +349,7 @@ def _code_parses(obj: Any) -> bool:
 def _literal_eval(text: str) -> Any:
     """`ast.literal_eval` for Python-repr dicts (single quotes, True/None, triple quotes, trailing commas)."""
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            value = ast.literal_eval(text)
+        value = ast.literal_eval(parse(text.lstrip(" \t"), mode="eval"))
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return None
     return value if isinstance(value, (dict, list)) else None
@@ -397,9 +396,7 @@ def _bare_code(body: str) -> str | None:
 
 def _parse_python(code: str) -> ast.Module | None:
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return ast.parse(code)
+        return parse(code)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
 

@@ -16,6 +16,8 @@ import textwrap
 from collections.abc import Collection
 from dataclasses import dataclass
 
+from sandbox.untrusted_source import parse
+
 MAX_CHARS = 60_000  # completions are a few hundred tokens; refuse to spend time on pathological input
 MAX_SALVAGE_STEPS = 400
 
@@ -83,14 +85,14 @@ def split_fences(text: str) -> tuple[list[tuple[str, str]], str]:
 
 def _parses(code: str) -> ast.Module | None:
     try:
-        return ast.parse(code)
+        return parse(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
         return None
 
 
 def _syntax_error_line(code: str) -> int | None:
     try:
-        ast.parse(code)
+        parse(code)
     except SyntaxError as exc:
         return exc.lineno
     except (ValueError, RecursionError, MemoryError, OverflowError):
