@@ -50,7 +50,7 @@ def expert_for(provider: str, server: ScriptedLLMServer, cfg: ExternalConfig, me
                sleeps: Sleeps, monkeypatch: pytest.MonkeyPatch):
     if provider == "anthropic":
         monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
-        spec, url = "anthropic:claude-3-5-haiku-latest", server.base
+        spec, url = "anthropic:claude-haiku-4-5", server.base
     else:
         monkeypatch.setenv("DEEPSEEK_API_KEY", KEY)
         spec, url = "deepseek:deepseek-coder", server.base_v1
@@ -146,7 +146,7 @@ def test_cache_serves_repeats_without_a_request_and_holds_no_key(provider, tmp_p
         # a new process with another key: same cache entry (the key is not part of the cache key)
         monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-other-key-000000000000")
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-other-key-000000000000")
-        spec = "anthropic:claude-3-5-haiku-latest" if provider == "anthropic" else "deepseek:deepseek-coder"
+        spec = "anthropic:claude-haiku-4-5" if provider == "anthropic" else "deepseek:deepseek-coder"
         url = server.base if provider == "anthropic" else server.base_v1
         again = make_expert(spec, cfg, base_url=url, metrics=m)
         second = build_next_messages([cases.context("failing")], cfg, expert=again, metrics=m)
@@ -214,7 +214,7 @@ def test_key_never_in_logs_errors_cache_or_metrics(provider, tmp_path, monkeypat
 @pytest.mark.parametrize(
     "spec,var",
     [("deepseek:deepseek-coder", "DEEPSEEK_API_KEY"), ("openai:gpt-4o-mini", "OPENAI_API_KEY"),
-     ("anthropic:claude-3-5-haiku-latest", "ANTHROPIC_API_KEY")],
+     ("anthropic:claude-haiku-4-5", "ANTHROPIC_API_KEY")],
 )
 def test_missing_key_fails_at_construction_naming_the_variable(spec, var, tmp_path):
     with pytest.raises(ExpertError) as err:
