@@ -54,7 +54,8 @@ KEY_ENV: dict[str, tuple[str, bool]] = {
     "local": ("", False),
 }
 
-# USD per million (input, output) tokens, list prices checked 2025; used for the cost counter only.
+# USD per million (input, output) tokens for the cost counter only; list prices as of 2025, the Claude 4.5+
+# rows from third-party listings in 2026-11 (the vendors' pages are not reachable from here).
 # Unknown models count tokens at zero cost; pass `price_per_mtok=` to make_expert to override.
 PRICES: dict[str, tuple[float, float]] = {
     "deepseek-coder": (0.27, 1.10),
@@ -67,7 +68,12 @@ PRICES: dict[str, tuple[float, float]] = {
     "claude-3-5-sonnet": (3.00, 15.00),
     "claude-3-5-haiku": (0.80, 4.00),
     "claude-sonnet-4": (3.00, 15.00),
-    "claude-opus-4": (15.00, 75.00),
+    "claude-haiku-4-5": (1.00, 5.00),
+    "claude-opus-4": (15.00, 75.00),  # Opus 4 and 4.1; from 4.5 on the price dropped
+    "claude-opus-4-5": (5.00, 25.00),
+    "claude-opus-4-6": (5.00, 25.00),
+    "claude-opus-4-7": (5.00, 25.00),
+    "claude-opus-4-8": (5.00, 25.00),
 }
 
 DEFAULT_CACHE_DIR = Path("~/.cache/comlrl/expert_edits")

@@ -18,7 +18,7 @@ from llm_server import ScriptedLLMServer
 from comlrl.config import ExternalConfig
 from feedback import ExpertError, FeedbackMetrics, build_next_messages, make_expert
 from feedback.context import FeedbackOptions
-from feedback.experts import parse_spec
+from feedback.experts import parse_spec, price_for
 from feedback.level_feedback import build as level_feedback_build
 
 KEY = "sk-test-0123456789abcdefSECRETSECRET"
@@ -166,13 +166,12 @@ def test_batch_is_concurrent_and_deduplicated(tmp_path, monkeypatch):
         cfg = ext(tmp_path, "x:y", expert_concurrency=3, expert_cache_dir="off")
         expert = expert_for("deepseek", server, cfg, m, sleeps, monkeypatch)
         distinct = [cases.context(c) for c in ("passing", "failing", "syntax")]
-        t0 = time.perf_counter()
         out = build_next_messages(distinct + distinct, cfg, expert=expert, metrics=m)  # each twice
-        elapsed = time.perf_counter() - t0
         expert.close()
+        # Concurrency is shown by overlapping requests at the server, not by wall time (which a loaded
+        # machine stretches: the elapsed-time bound this replaced failed under load).
         assert len(server.requests) == 3 and server.max_in_flight >= 2
     assert len(out) == 6 and out[:3] == out[3:]
-    assert elapsed < 0.55  # three 0.2 s requests in parallel, not 1.2 s in series
     assert m.get("expert/requests") == 3 and m.get("prompts/expert_edits") == 6
 
 
@@ -249,3 +248,14 @@ def test_parse_spec(spec, expected):
 def test_bad_specs_name_the_config_key(spec):
     with pytest.raises(ExpertError, match="external.expert_edits_model"):
         parse_spec(spec)
+
+
+@pytest.mark.parametrize("model,price", [
+    ("claude-haiku-4-5", (1.00, 5.00)), ("claude-haiku-4-5-20251001", (1.00, 5.00)),
+    ("claude-sonnet-4-5", (3.00, 15.00)), ("claude-opus-4-1", (15.00, 75.00)),
+    ("claude-opus-4-5-20251101", (5.00, 25.00)), ("claude-opus-4-7", (5.00, 25.00)),
+    ("gpt-4o-mini-2024-07-18", (0.15, 0.60)), ("some-local-model", (0.0, 0.0)),
+])
+def test_price_is_the_longest_prefix_of_the_model_name(model, price):
+    """A dated snapshot pays its family's price; Opus 4.5+ must not fall back to Opus 4's triple price."""
+    assert price_for(model) == price
