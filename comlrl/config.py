@@ -39,6 +39,7 @@ class ModelConfig:
     max_new_tokens: int = 160
     temperature: float = 0.8
     top_p: float = 1.0
+    top_k: int = 50  # transformers' default, explicit so a library default cannot move it; 0 = off
     gradient_checkpointing: bool = False
 
 
@@ -160,6 +161,23 @@ class SandboxConfig:
 
 
 @dataclass
+class VLLMSettings:
+    enforce_eager: bool = True  # skip vLLM's compile step (start-up ~20 s instead of ~100 s on 2 CPU cores)
+    kv_cache_gib: int = 2  # CPU build: KV cache size in GiB (VLLM_CPU_KVCACHE_SPACE, unless that is set)
+    gpu_memory_utilization: float = 0.3  # CUDA build: share of GPU memory for weights + KV cache
+    sleep_between_rollouts: bool = True  # CUDA build: offload weights and free the KV cache during updates
+
+
+@dataclass
+class RolloutConfig:
+    engine: str = "hf"  # hf (transformers generate, the reference) | vllm (falls back to hf if it cannot start)
+    # truncated importance sampling: each token's loss is weighted by min(pi_train / pi_engine, cap) when
+    # the engine's log-probs differ from the trainer's (vllm); null = no correction (the gap is still logged)
+    is_cap: float | None = 2.0
+    vllm: VLLMSettings = field(default_factory=VLLMSettings)
+
+
+@dataclass
 class TrainingConfig:
     steps: int = 8
     trees_per_step: int = 1  # trees (problems) per rank per optimizer step
@@ -189,6 +207,7 @@ class RunConfig:
     magrpo: MagrpoConfig = field(default_factory=MagrpoConfig)
     external: ExternalConfig = field(default_factory=ExternalConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
     training: TrainingConfig = field(default_factory=TrainingConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
 
@@ -206,6 +225,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "external.mode": ("level_feedback", "level_passed", "passed", "plain", "expert_edits"),
     "external.expert_fallback": ("level_feedback", "level_passed", "passed", "plain"),
     "sandbox.isolation": ("auto", "bwrap", "unshare", "subprocess"),
+    "rollout.engine": ("hf", "vllm"),
 }
 
 TASK_AGENTS = {"code_collab": 2, "code_single": 1, "tool_agent": 1, "actions": 2}
@@ -277,6 +297,7 @@ def validate(cfg: RunConfig) -> RunConfig:
     _require(mc.max_prompt_tokens >= 16, "model.max_prompt_tokens", mc.max_prompt_tokens, "an integer >= 16")
     _require(mc.temperature > 0, "model.temperature", mc.temperature, "a number > 0")
     _require(0 < mc.top_p <= 1, "model.top_p", mc.top_p, "a number in (0, 1]")
+    _require(mc.top_k >= 0, "model.top_k", mc.top_k, "an integer >= 0 (0 = no top-k cut)")
     a = cfg.agents
     if a.mode == "full" and a.models is not None:
         _require(len(a.models) == m.num_agents, "agents.models", list(a.models),
@@ -291,6 +312,11 @@ def validate(cfg: RunConfig) -> RunConfig:
     _require(s.workers >= 0, "sandbox.workers", s.workers, "an integer >= 0 (0 = one per core)")
     _require(s.timeout_s > 0, "sandbox.timeout_s", s.timeout_s, "a number > 0")
     _require(s.memory_mb >= 64, "sandbox.memory_mb", s.memory_mb, "an integer >= 64")
+    r = cfg.rollout
+    _require(r.is_cap is None or r.is_cap >= 1.0, "rollout.is_cap", r.is_cap, "a number >= 1 or null")
+    _require(r.vllm.kv_cache_gib >= 1, "rollout.vllm.kv_cache_gib", r.vllm.kv_cache_gib, "an integer >= 1")
+    _require(0 < r.vllm.gpu_memory_utilization <= 1, "rollout.vllm.gpu_memory_utilization",
+             r.vllm.gpu_memory_utilization, "a number in (0, 1]")
     t = cfg.training
     _require(t.steps >= 0, "training.steps", t.steps, "an integer >= 0")
     _require(t.trees_per_step >= 1, "training.trees_per_step", t.trees_per_step, "an integer >= 1")

@@ -23,6 +23,8 @@ from comlrl.config import EMBEDDED_MODEL
 log = logging.getLogger(__name__)
 
 TINY_RANDOM = "tiny-random"
+# cache key of the tiny model's current architecture (a new key when it changes, so stale caches are not used)
+TINY_RANDOM_KEY = "tiny-random-hd32"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 ALIASES = (EMBEDDED_MODEL, TINY_RANDOM)
 
@@ -122,7 +124,8 @@ def _convert_gguf(gguf: Path, out: Path) -> None:
 
 
 def _build_tiny_random(out: Path, root: Path) -> None:
-    """A 2-layer Llama with random weights (fixed seed) and SmolLM2's tokenizer: fast tests of everything."""
+    """A 2-layer Llama with random weights (fixed seed) and SmolLM2's tokenizer: fast tests of everything.
+    Head size 32: the smallest that vLLM's CPU attention kernels accept, so both engines run it."""
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
@@ -137,8 +140,9 @@ def _build_tiny_random(out: Path, root: Path) -> None:
         hidden_size=64,
         intermediate_size=128,
         num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=32,
         max_position_embeddings=4096,
         tie_word_embeddings=True,
         bos_token_id=tok.bos_token_id,
@@ -166,7 +170,7 @@ def resolve_model_path(name: str, cache_dir: str | None = None) -> str:
             gguf = embedded_gguf()
             return str(_build_once(root, EMBEDDED_MODEL, lambda out: _convert_gguf(gguf, out)))
         if name == TINY_RANDOM:
-            return str(_build_once(root, TINY_RANDOM, lambda out: _build_tiny_random(out, root)))
+            return str(_build_once(root, TINY_RANDOM_KEY, lambda out: _build_tiny_random(out, root)))
         path = Path(name).expanduser()
         if path.is_dir():
             if not _is_hf_dir(path):

@@ -29,12 +29,12 @@ from torch.utils.checkpoint import checkpoint
 
 from comlrl.config import AgentsConfig, ModelConfig
 from comlrl.models import load_model, load_tokenizer, resolve_model_path
+from comlrl.packing import PackedBatch, pack
 
 log = logging.getLogger(__name__)
 
 Messages = list[dict]
 LOGIT_CHUNK_TOKENS = 512  # tokens per lm_head chunk: 512 x 49k vocab x 4 B = 100 MB of logits at a time
-SAMPLING_TOP_K = 50  # transformers' default; explicit so a library default change cannot move it silently
 
 
 def answer_prefix_of(messages: Messages) -> str | None:
@@ -59,6 +59,8 @@ class Sample:
     text: str
     finished: bool
     prompt_truncated: bool = False
+    # per completion token, log p under the engine that sampled it (None: the trainer's own model sampled)
+    logprobs: tuple[float, ...] | None = None
 
 
 def _chunk_logprobs(head: Callable[[torch.Tensor], torch.Tensor], temperature: float, h: torch.Tensor,
@@ -93,13 +95,11 @@ def _positions(attention_mask: torch.Tensor) -> torch.Tensor:
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
-def sequence_logprobs(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, start: int = 1,
-                      temperature: float = 1.0) -> torch.Tensor:
-    """log p(input_ids[:, start:]) under an HF causal LM, shape [B, L - start]."""
-    hidden = model.get_decoder()(input_ids=input_ids, attention_mask=attention_mask,
-                                 position_ids=_positions(attention_mask), use_cache=False).last_hidden_state
-    return hidden_to_logprobs(model.get_output_embeddings(), hidden[:, start - 1:-1], input_ids[:, start:],
-                              temperature)
+def packed_hidden(model: nn.Module, batch: PackedBatch) -> torch.Tensor:
+    """Final hidden states of a packed batch, flattened to [R * L, D] for `pred_index` lookups."""
+    hidden = model.get_decoder()(input_ids=batch.input_ids, attention_mask=batch.attention,
+                                 position_ids=batch.position_ids, use_cache=False).last_hidden_state
+    return hidden.reshape(-1, hidden.shape[-1])
 
 
 class LoraAgentsModule(nn.Module):
@@ -157,22 +157,20 @@ class LoraAgentsModule(nn.Module):
     def base(self) -> nn.Module:
         return self.peft.get_base_model()
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, agent_ids: torch.Tensor,
-                start: int = 1, temperature: float = 1.0, reference: bool = False) -> torch.Tensor:
-        """log p(input_ids[:, start:]) per row under its agent (or the base when `reference`), [B, L-start]."""
-        b = input_ids.shape[0]
-        names = ["__base__"] * b if reference else [agent_name(a) for a in agent_ids.tolist()]
-
-        with self.routed(names):
-            hidden = self.base.get_decoder()(input_ids=input_ids, attention_mask=attention_mask,
-                                             position_ids=_positions(attention_mask),
-                                             use_cache=False).last_hidden_state
+    def forward(self, batch: PackedBatch, temperature: float = 1.0, reference: bool = False) -> torch.Tensor:
+        """log p of each sample's completion tokens under its agent (or the base when `reference`), [S, Lc]."""
+        rows = ["__base__"] * len(batch.row_agents) if reference else [agent_name(a) for a in batch.row_agents.tolist()]
+        with self.routed(rows):
+            flat = packed_hidden(self.base, batch)
+        hidden = flat[batch.pred_index]
         head = self.base.get_output_embeddings()
         if isinstance(head, LoraLayer):  # per-token chunks lose the row -> adapter map: logits in one piece
-            with self.routed(names):
-                logits = head(hidden[:, start - 1:-1]).float() / temperature
-            return logits.log_softmax(-1).gather(-1, input_ids[:, start:].unsqueeze(-1)).squeeze(-1)
-        return hidden_to_logprobs(head, hidden[:, start - 1:-1], input_ids[:, start:], temperature)
+            per_sample = (["__base__"] * len(batch.sample_agents) if reference
+                          else [agent_name(a) for a in batch.sample_agents.tolist()])
+            with self.routed(per_sample):
+                logits = head(hidden).float() / temperature
+            return logits.log_softmax(-1).gather(-1, batch.targets.unsqueeze(-1)).squeeze(-1)
+        return hidden_to_logprobs(head, hidden, batch.targets, temperature)
 
 
 class FullAgentsModule(nn.Module):
@@ -182,19 +180,28 @@ class FullAgentsModule(nn.Module):
         super().__init__()
         self.models = nn.ModuleList(models)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, agent_ids: torch.Tensor,
-                start: int = 1, temperature: float = 1.0) -> torch.Tensor:
-        return grouped_logprobs(list(self.models), input_ids, attention_mask, agent_ids, start, temperature)
+    def forward(self, batch: PackedBatch, temperature: float = 1.0) -> torch.Tensor:
+        return grouped_logprobs(list(self.models), batch, temperature)
 
 
-def grouped_logprobs(models: Sequence[nn.Module], input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                     agent_ids: torch.Tensor, start: int, temperature: float) -> torch.Tensor:
-    parts, order = [], []
-    for a in torch.unique(agent_ids).tolist():
-        idx = (agent_ids == a).nonzero().squeeze(1)
-        parts.append(sequence_logprobs(models[a], input_ids[idx], attention_mask[idx], start, temperature))
-        order.append(idx)
-    return torch.cat(parts)[torch.argsort(torch.cat(order))]
+def grouped_logprobs(models: Sequence[nn.Module], batch: PackedBatch, temperature: float) -> torch.Tensor:
+    """[S, Lc] log-probs when each agent has its own model: one forward per agent over its rows."""
+    out = batch.targets.new_zeros(batch.targets.shape, dtype=torch.float32)
+    width = batch.input_ids.shape[1]
+    for a in torch.unique(batch.row_agents).tolist():
+        rows = (batch.row_agents == a).nonzero().squeeze(1)
+        local = torch.full((len(batch.row_agents),), -1, dtype=torch.long, device=rows.device)
+        local[rows] = torch.arange(len(rows), device=rows.device)
+        part = PackedBatch(batch.input_ids[rows], batch.position_ids[rows], batch.attention[rows],
+                           batch.row_agents[rows], batch.pred_index, batch.targets, batch.mask,
+                           batch.sample_agents, batch.row_lengths[rows])
+        flat = packed_hidden(models[a], part)
+        mine = (batch.sample_agents == a).nonzero().squeeze(1)
+        pred = batch.pred_index[mine]
+        pred = local[pred // width] * width + pred % width
+        lp = hidden_to_logprobs(models[a].get_output_embeddings(), flat[pred], batch.targets[mine], temperature)
+        out = out.index_put((mine,), lp.to(out.dtype))
+    return out
 
 
 def _enable_checkpointing(model: nn.Module) -> None:
@@ -347,8 +354,7 @@ class AgentPolicies:
         """`num_samples` completions per (agent, messages) request, all in one batched `generate` call.
 
         In LoRA mode rows of all agents share one call (per-row adapter routing); in full mode there is one
-        call per agent. Sampling uses model.temperature / top_p and top-k 50 (set explicitly: it is what transformers'
-        default generation config merges in anyway), greedy ignores them.
+        call per agent. Sampling uses model.temperature / top_p / top_k, greedy ignores them.
         When the messages end with an assistant message (an answer prefix, e.g. "```python\ndef aux("), the
         model continues it and each Sample's `text` starts with it, so scoring and history see the whole answer.
         A row also stops when its text contains one of `stop_strings` (default `self.stop_strings`); the
@@ -375,10 +381,17 @@ class AgentPolicies:
             self.module.train(was_training)
         results: list[list[Sample]] = [[] for _ in requests]
         for (r, agent), comp in zip(rows, completions, strict=True):
-            comp, finished = self._cut_at_stop(agent, comp, stops) if stops else self._cut_at_eos(agent, comp)
-            text = (answer_prefix_of(requests[r][1]) or "") + self.tokenizers[agent].decode(comp, skip_special_tokens=True)
-            results[r].append(Sample(agent, tuple(prompts[r][0]), tuple(comp), text, finished, prompts[r][1]))
+            results[r].append(self.make_sample(agent, requests[r][1], prompts[r], comp, stops))
         return results
+
+    def make_sample(self, agent: int, messages: Messages, prompt: tuple[list[int], bool], generated: list[int],
+                    stops: Sequence[str], logprobs: Sequence[float] | None = None) -> Sample:
+        """A Sample from an engine's raw output: cut after EOS or the token completing a stop string (what
+        follows is never trained on), text = answer prefix + decoded completion."""
+        comp, finished = self._cut_at_stop(agent, generated, stops) if stops else self._cut_at_eos(agent, generated)
+        text = (answer_prefix_of(messages) or "") + self.tokenizers[agent].decode(comp, skip_special_tokens=True)
+        lps = None if logprobs is None else tuple(float(x) for x in logprobs[:len(comp)])
+        return Sample(agent, tuple(prompt[0]), tuple(comp), text, finished, prompt[1], lps)
 
     def _cut_at_eos(self, agent: int, ids: Sequence[int]) -> tuple[list[int], bool]:
         eos = set(self.eos_ids[agent])
@@ -431,7 +444,7 @@ class AgentPolicies:
         gen_cfg = GenerationConfig(
             max_new_tokens=self.cfg.max_new_tokens, do_sample=not greedy, use_cache=True,
             temperature=None if greedy else self.cfg.temperature, top_p=None if greedy else self.cfg.top_p,
-            top_k=None if greedy else SAMPLING_TOP_K, eos_token_id=eos, pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
+            top_k=None if greedy else self.cfg.top_k, eos_token_id=eos, pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
         )
         extra = {"stopping_criteria": self._stop_criterion(agents[0], stop_strings)} if stop_strings else {}
         dev = self.device
@@ -453,53 +466,33 @@ class AgentPolicies:
         return out[:, width:].tolist()
 
     # ---- log-probs ------------------------------------------------------------------------------
-    def batch(self, samples: Sequence[Sample]) -> dict[str, Any]:
-        """Model inputs for samples: left-padded prompts then right-padded completions.
-
-        Every completion starts at column `start`; `mask` [B, Lc] is 1 on completion tokens up to and
-        including the first EOS, 0 on padding and anything after EOS.
-        """
-        width = max(len(s.prompt_ids) for s in samples)
-        comp = max(1, max(len(s.completion_ids) for s in samples))
-        ids = torch.zeros((len(samples), width + comp), dtype=torch.long)
-        attn = torch.zeros_like(ids)
-        mask = torch.zeros((len(samples), comp), dtype=torch.float32)
-        for i, s in enumerate(samples):
-            p, c = list(s.prompt_ids), list(s.completion_ids)
-            pad = self.tokenizers[s.agent].pad_token_id or 0
-            ids[i, :width - len(p)] = pad
-            ids[i, width - len(p):width] = torch.tensor(p, dtype=torch.long)
-            ids[i, width + len(c):] = pad
-            attn[i, width - len(p):width + len(c)] = 1
-            if c:
-                ids[i, width:width + len(c)] = torch.tensor(c, dtype=torch.long)
-                n = len(self._cut_at_eos(s.agent, c)[0])
-                mask[i, :n] = 1.0
-        agents = torch.tensor([s.agent for s in samples], dtype=torch.long)
-        return {"input_ids": ids, "attention_mask": attn, "agent_ids": agents, "start": width, "mask": mask}
+    def pack(self, samples: Sequence[Sample], share_prefix: bool = True) -> PackedBatch:
+        """Model inputs for samples (see `comlrl.packing`): with `share_prefix`, adjacent samples of one
+        agent and prompt (a node's G siblings) share one copy of the prompt."""
+        return pack([s.agent for s in samples], [s.prompt_ids for s in samples],
+                    [s.completion_ids for s in samples],
+                    [len(self._cut_at_eos(s.agent, s.completion_ids)[0]) for s in samples],
+                    pad_id=self.tokenizers[0].pad_token_id or 0, share_prefix=share_prefix,
+                    dtype=next(self.module.parameters()).dtype)
 
     def token_logprobs(self, samples: Sequence[Sample], module: nn.Module | None = None,
-                       reference: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+                       reference: bool = False, share_prefix: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
         """(logps [B, Lc], mask [B, Lc] float) of the completion tokens, in the sampling distribution.
 
         Log-probs are of logits / model.temperature (the distribution the samples were drawn from, as in
         TRL/verl), so PPO ratios and the KL compare like with like. `module` is the accelerate-prepared
         wrapper of `self.module` (DDP / DeepSpeed engine); `reference=True` uses the base model without
-        adapters (full mode: a frozen copy of the initial weights), under no_grad.
+        adapters (full mode: a frozen copy of the initial weights), under no_grad. `share_prefix=False`
+        repeats each prompt per sample (the reference layout; same values, more compute).
         """
-        b = self.batch(samples)
-        dev = self.device
-        kw = {"input_ids": b["input_ids"].to(dev), "attention_mask": b["attention_mask"].to(dev),
-              "agent_ids": b["agent_ids"].to(dev), "start": b["start"], "temperature": self.cfg.temperature}
-        mask = b["mask"].to(dev)
+        batch = self.pack(samples, share_prefix).to(self.device)
+        temperature = self.cfg.temperature
         if reference:
             with torch.no_grad():
                 if isinstance(self.module, LoraAgentsModule):
-                    return self.module(**kw, reference=True), mask
-                refs = self._reference_models()
-                return grouped_logprobs(refs, kw["input_ids"], kw["attention_mask"], kw["agent_ids"], kw["start"],
-                                        kw["temperature"]), mask
-        return (module if module is not None else self.module)(**kw), mask
+                    return self.module(batch, temperature, reference=True), batch.mask
+                return grouped_logprobs(self._reference_models(), batch, temperature), batch.mask
+        return (module if module is not None else self.module)(batch, temperature), batch.mask
 
     def _reference_models(self) -> list[nn.Module]:
         """Full mode: frozen copies of the initial models (loaded on first use; only needed for KL)."""

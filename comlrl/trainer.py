@@ -23,7 +23,7 @@ from comlrl.advantages import assign_advantages
 from comlrl.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from comlrl.config import ConfigError, RunConfig, validate_threshold
 from comlrl.distributed import WorldSizeError, make_accelerator, max_over_ranks, reduce_sums, uses_deepspeed
-from comlrl.loss import aggregate, per_token_loss, step_normaliser
+from comlrl.loss import aggregate, logprob_gap, per_token_loss, step_normaliser, truncated_is_weights
 from comlrl.rollout import TreeShape, expand_trees, make_roots
 from comlrl.run_outputs import RunWriter, node_records
 from comlrl.tree import Node, TreeStats, backup_returns
@@ -50,6 +50,7 @@ class Components:
     task: Any
     sandbox: Any
     policies: Any
+    engine: Any  # comlrl.engines.RolloutEngine: samples the rollouts
     model: Any  # the prepared (DDP / DeepSpeed) module
     optimizer: Any
     scheduler: Any
@@ -121,7 +122,7 @@ class Rollout:
 
     def generate(self, requests: list[tuple[int, list[dict]]], n: int) -> list[list[Any]]:
         t0 = time.perf_counter()
-        out = self.c.policies.generate(requests, n, greedy=self.greedy)
+        out = self.c.engine.generate(requests, n, greedy=self.greedy)
         self.gen_seconds += time.perf_counter() - t0
         self.gen_tokens += sum(len(s.completion_ids) for row in out for s in row)
         return out
@@ -236,6 +237,16 @@ def train_on_trees(comp: Components, roots: list[Node]) -> dict[str, float]:
     def logps_of(batch, **kw):
         return policies.token_logprobs([s for s, _ in batch], module=model, **kw)
 
+    def engine_logps(batch, like: torch.Tensor) -> torch.Tensor | None:
+        """The rollout engine's log-probs of the batch's tokens, or None when the trainer sampled them."""
+        if any(s.logprobs is None for s, _ in batch):
+            return None
+        out = torch.zeros_like(like)
+        for row, (s, _) in enumerate(batch):
+            n = min(len(s.logprobs), out.shape[1])
+            out[row, :n] = torch.tensor(s.logprobs[:n], dtype=out.dtype)
+        return out
+
     old = ref = None
     if lc.clip_eps is not None and lc.inner_epochs > 1:
         with torch.no_grad():
@@ -243,8 +254,9 @@ def train_on_trees(comp: Components, roots: list[Node]) -> dict[str, float]:
     if lc.kl_coef > 0:
         ref = [logps_of(b, reference=True)[0].detach() for b in micro]
     loss_sum = 0.0
+    gap = {"abs_gap_sum": 0.0, "kl_sum": 0.0, "tokens": 0.0}
     model.train()
-    for _epoch in range(lc.inner_epochs):
+    for epoch in range(lc.inner_epochs):
         for i in range(n_micro):
             real = i < len(micro)
             batch = micro[i] if real else [(any_sample, 0.0)]
@@ -255,11 +267,20 @@ def train_on_trees(comp: Components, roots: list[Node]) -> dict[str, float]:
             with ctx:
                 logps, mask = logps_of(batch)
                 adv = torch.tensor([a for _, a in batch], dtype=logps.dtype, device=logps.device)
+                behaviour = engine_logps(batch, logps) if real else None
+                is_w = None
+                if behaviour is not None:
+                    train_lp = old[i] if old is not None else logps.detach()
+                    if epoch == 0:
+                        for k, v in logprob_gap(train_lp, behaviour, mask).items():
+                            gap[k] += v
+                    if cfg.rollout.is_cap is not None:
+                        is_w = truncated_is_weights(train_lp, behaviour, mask, cfg.rollout.is_cap)
                 tok = per_token_loss(
                     logps, adv,
                     old_logps=old[i] if (old is not None and real) else None,
                     ref_logps=ref[i] if (ref is not None and real) else None,
-                    clip_eps=lc.clip_eps, kl_coef=lc.kl_coef if real else 0.0,
+                    clip_eps=lc.clip_eps, kl_coef=lc.kl_coef if real else 0.0, is_weights=is_w,
                 )
                 loss = aggregate(tok, mask, lc.aggregation, normaliser) * (1.0 if real else 0.0)
                 # a zero term touching every trainable tensor: all ranks reduce the same gradients
@@ -278,7 +299,9 @@ def train_on_trees(comp: Components, roots: list[Node]) -> dict[str, float]:
             comp.optimizer.zero_grad(set_to_none=True)
         grad_norm = float(gn) if gn is not None else float("nan")
     comp.scheduler.step()
+    comp.engine.weights_changed()
     return {
+        **gap,
         "weights_rank_spread": _weights_spread(acc, trainable),
         "loss": loss_sum / lc.inner_epochs,
         "grad_norm": grad_norm,
@@ -323,7 +346,10 @@ def training_step(comp: Components, step: int) -> tuple[dict[str, float], list[d
     adv_stats = assign_advantages(roots, m.num_agents, m.num_generations, m.advantage.baseline,
                                   m.advantage.scale, m.advantage.eps)
     t_roll = time.perf_counter() - t0
+    comp.engine.idle()
+    t_update = time.perf_counter()
     train_stats = train_on_trees(comp, roots)
+    t_update = time.perf_counter() - t_update
     stats = TreeStats.of(roots, m.num_turns)
     local = {
         **_turn_sums(roots, m.num_turns),
@@ -335,6 +361,8 @@ def training_step(comp: Components, step: int) -> tuple[dict[str, float], list[d
         "score_seconds": rollout.score_seconds, "feedback_seconds": rollout.feedback_seconds,
         "adv_groups": adv_stats.groups, "adv_groups_skipped": adv_stats.skipped,
         "samples": train_stats["samples"], "loss": train_stats["loss"],
+        "engine_abs_gap_sum": train_stats["abs_gap_sum"], "engine_kl_sum": train_stats["kl_sum"],
+        "engine_tokens": train_stats["tokens"],
         "return_sum": sum(sum(r.returns) / len(r.returns) for r in roots), "trees": len(roots),
     }
     total = reduce_sums(acc, local)
@@ -354,7 +382,11 @@ def training_step(comp: Components, step: int) -> tuple[dict[str, float], list[d
     metrics["grad_norm"] = train_stats["grad_norm"]
     metrics["weights_rank_spread"] = train_stats["weights_rank_spread"]
     metrics["lr"] = train_stats["lr"]
+    if total["engine_tokens"]:  # the rollout engine's log-probs vs the trainer's, per token
+        metrics["rollout/logprob_abs_gap"] = total["engine_abs_gap_sum"] / total["engine_tokens"]
+        metrics["rollout/kl_engine_train"] = total["engine_kl_sum"] / total["engine_tokens"]
     metrics["rollout_seconds"] = t_roll
+    metrics["update_seconds"] = t_update
     metrics["gen_seconds"] = total["gen_seconds"] / world
     metrics["score_seconds"] = total["score_seconds"] / world
     metrics["feedback_seconds"] = total["feedback_seconds"] / world
@@ -402,6 +434,7 @@ def cpu_share() -> int:
 
 
 def build(cfg: RunConfig, for_training: bool = True) -> Components:
+    from comlrl.engines import build_engine
     from comlrl.feedback_bridge import FeedbackBridge
     from comlrl.policy import AgentPolicies
     from comlrl.tasks import build_task
@@ -423,6 +456,7 @@ def build(cfg: RunConfig, for_training: bool = True) -> Components:
     # tool agents stop after </tool_call> so nothing the model writes past it is trained on
     policies = AgentPolicies(cfg.model, cfg.agents, cfg.magrpo.num_agents,
                              stop_strings=task.stop_strings, head_messages=task.head_messages)
+    engine = build_engine(cfg.rollout.engine, policies, cfg.rollout.vllm, cfg.training.seed)
     model = optimizer = scheduler = None
     if for_training:
         params = list(policies.trainable_parameters())
@@ -431,7 +465,8 @@ def build(cfg: RunConfig, for_training: bool = True) -> Components:
         if uses_deepspeed(acc):
             acc.state.deepspeed_plugin.deepspeed_config["gradient_clipping"] = cfg.magrpo.max_grad_norm
         model, optimizer = acc.prepare(policies.module, optimizer)
-    return Components(cfg, acc, task, sandbox, policies, model, optimizer, scheduler, feedback, train, evalset)
+    return Components(cfg, acc, task, sandbox, policies, engine, model, optimizer, scheduler, feedback, train,
+                      evalset)
 
 
 def run(cfg: RunConfig) -> int:
@@ -447,6 +482,7 @@ def run(cfg: RunConfig) -> int:
             log.warning("training.resume=true but %s holds no checkpoint: starting from step 0", ckpt_root)
         else:
             start = load_checkpoint(acc, comp.model, comp.policies, comp.optimizer, comp.scheduler, latest)
+            comp.engine.weights_changed()
             log.info("resumed from %s (step %d)", latest, start)
     writer = RunWriter(cfg, resume_step=start) if acc.is_main_process else None
     bar = None
@@ -483,6 +519,7 @@ def run(cfg: RunConfig) -> int:
         if writer:
             writer.close()
         comp.sandbox.close()
+        comp.engine.close()
     acc.wait_for_everyone()
     if acc.is_main_process:
         print(f"done: {cfg.training.steps} steps; outputs in {out.resolve()} "

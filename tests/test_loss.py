@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -74,3 +76,42 @@ def test_kl_is_zero_at_reference_and_positive_elsewhere():
     assert (other > 0).all()
     with pytest.raises(ValueError):
         per_token_loss(ref, torch.tensor([0.0]), kl_coef=0.1)
+
+
+# ---- engine / trainer mismatch: truncated importance sampling -------------------------------------------
+def test_truncated_is_weights_are_the_capped_ratio_and_one_on_padding() -> None:
+    from comlrl.loss import truncated_is_weights
+
+    train = torch.tensor([[-1.0, -2.0, -0.5], [-3.0, -1.0, 0.0]], requires_grad=True)
+    engine = torch.tensor([[-1.5, -1.0, -0.5], [-0.1, -4.0, -9.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
+    w = truncated_is_weights(train, engine, mask, cap=2.0)
+    expected = torch.tensor([[math.exp(0.5), math.exp(-1.0), 1.0], [math.exp(-2.9), 2.0, 1.0]])
+    torch.testing.assert_close(w, expected)
+    assert not w.requires_grad  # a weight, not a path for gradients
+
+
+def test_is_weights_scale_the_policy_gradient_term_only() -> None:
+    from comlrl.loss import per_token_loss
+
+    logps = torch.tensor([[-1.0, -2.0]], requires_grad=True)
+    ref = torch.tensor([[-1.5, -2.5]])
+    w = torch.tensor([[0.5, 2.0]])
+    plain = per_token_loss(logps, torch.tensor([1.0]), ref_logps=ref, kl_coef=0.1)
+    weighted = per_token_loss(logps, torch.tensor([1.0]), ref_logps=ref, kl_coef=0.1, is_weights=w)
+    kl = 0.1 * (torch.exp(ref - logps) - (ref - logps) - 1.0)
+    torch.testing.assert_close(weighted, (plain - kl) * w + kl)
+
+
+def test_logprob_gap_sums_abs_delta_and_k3_kl_over_unmasked_tokens() -> None:
+    from comlrl.loss import logprob_gap
+
+    train = torch.tensor([[-1.0, -2.0, -7.0]])
+    engine = torch.tensor([[-1.1, -1.8, 0.0]])
+    gap = logprob_gap(train, engine, torch.tensor([[1.0, 1.0, 0.0]]))
+    assert gap["tokens"] == 2.0
+    assert gap["abs_gap_sum"] == pytest.approx(0.3)
+    k3 = sum(math.exp(-d) + d - 1.0 for d in (-0.1, 0.2))
+    assert gap["kl_sum"] == pytest.approx(k3, rel=1e-5)
+    same = logprob_gap(train, train, torch.ones_like(train))
+    assert same["abs_gap_sum"] == 0.0 and same["kl_sum"] == 0.0

@@ -197,17 +197,15 @@ def test_mask_excludes_padding_and_everything_after_eos(pol: AgentPolicies) -> N
 def test_greedy_tokens_are_the_argmax_of_the_logprobs(pol: AgentPolicies) -> None:
     """Positions skip left padding exactly as generate does, so scoring sees what sampling saw."""
     samples = [row[0] for row in pol.generate(REQUESTS, 1, greedy=True)]
-    b = pol.batch(samples)
+    b = pol.pack(samples)
     with torch.no_grad():
         m = pol.module
-        names = [f"agent{a}" for a in b["agent_ids"].tolist()]
-        with m.routed(names):
-            logits = m.base(input_ids=b["input_ids"], attention_mask=b["attention_mask"],
-                            position_ids=(b["attention_mask"].cumsum(-1) - 1).clamp(min=0)).logits
-    start = b["start"]
+        with m.routed([f"agent{a}" for a in b.row_agents.tolist()]):
+            logits = m.base(input_ids=b.input_ids, attention_mask=b.attention, position_ids=b.position_ids).logits
+    flat = logits.reshape(-1, logits.shape[-1])
     for i, s in enumerate(samples):
         n = len(s.completion_ids)
-        assert logits[i, start - 1:start - 1 + n].argmax(-1).tolist() == list(s.completion_ids)
+        assert flat[b.pred_index[i, :n]].argmax(-1).tolist() == list(s.completion_ids)
 
 
 # ---- gradients ---------------------------------------------------------------------------------------------

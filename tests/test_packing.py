@@ -1,0 +1,92 @@
+"""The packed layout (comlrl/packing.py), exhaustively and without models: rows, positions, block masks,
+and which hidden state predicts which completion token."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+from comlrl.packing import pack, prompt_groups
+
+NEG = torch.finfo(torch.float32).min
+
+
+def test_groups_are_consecutive_runs_of_agent_and_prompt() -> None:
+    keys = [(0, (1, 2)), (0, (1, 2)), (1, (1, 2)), (1, (1, 2)), (0, (1, 2)), (0, (3,))]
+    assert prompt_groups(keys, share=True) == [[0, 1], [2, 3], [4], [5]]
+    assert prompt_groups(keys, share=False) == [[i] for i in range(6)]
+
+
+def test_shared_row_layout_positions_and_predictors() -> None:
+    b = pack([0, 0, 1], [(5, 6, 7), (5, 6, 7), (8,)], [(10, 11), (12, 13, 14), (20,)], [2, 3, 1], pad_id=99)
+    assert b.input_ids.tolist() == [[5, 6, 7, 10, 11, 12, 13, 14], [8, 20, 99, 99, 99, 99, 99, 99]]
+    # each completion is numbered as if it followed the prompt alone
+    assert b.position_ids[0].tolist() == [0, 1, 2, 3, 4, 3, 4, 5]
+    assert b.row_agents.tolist() == [0, 1] and b.sample_agents.tolist() == [0, 0, 1]
+    w = b.input_ids.shape[1]
+    # first completion token of every sample is predicted by its prompt's last token
+    assert b.pred_index.tolist() == [[2, 3, 0], [2, 5, 6], [w + 0, 0, 0]]
+    assert b.targets.tolist() == [[10, 11, 0], [12, 13, 14], [20, 0, 0]]
+    assert b.mask.tolist() == [[1, 1, 0], [1, 1, 1], [1, 0, 0]]
+    assert b.tokens == 10
+
+
+def test_block_mask_lets_a_completion_see_its_prompt_and_own_past_only() -> None:
+    b = pack([0, 0], [(5, 6), (5, 6)], [(10, 11), (12,)], [2, 1])
+    allowed = (b.attention[0, 0] == 0).int().tolist()
+    #               5  6  10 11 12
+    assert allowed == [[1, 0, 0, 0, 0],   # 5
+                       [1, 1, 0, 0, 0],   # 6
+                       [1, 1, 1, 0, 0],   # 10
+                       [1, 1, 1, 1, 0],   # 11
+                       [1, 1, 0, 0, 1]]   # 12 does not see the sibling completion
+    assert b.attention.shape == (1, 1, 5, 5) and b.attention.dtype == torch.float32
+    assert set(b.attention.unique().tolist()) == {0.0, NEG}
+
+
+def test_padding_positions_attend_to_themselves_so_softmax_stays_finite() -> None:
+    b = pack([0, 0, 1], [(5,), (5,), (7, 8, 9)], [(10,), (11,), (12, 13, 14, 15)], [1, 1, 4])
+    row0 = (b.attention[0, 0] == 0)
+    assert row0.any(dim=-1).all()  # every query position attends to something
+    assert row0[3:, 3:].equal(torch.eye(b.input_ids.shape[1] - 3, dtype=torch.bool))
+
+
+def test_unshared_layout_is_plain_causal_with_a_padding_mask() -> None:
+    b = pack([0, 0], [(5, 6), (5, 6)], [(10, 11), (12,)], [2, 1], share_prefix=False)
+    assert b.attention.tolist() == [[1, 1, 1, 1], [1, 1, 1, 0]]
+    assert b.input_ids[:, :3].tolist() == [[5, 6, 10], [5, 6, 12]]
+    assert b.pred_index.tolist() == [[1, 2], [4 + 1, 0]]
+    assert b.tokens == 7
+
+
+def test_mask_stops_at_the_loss_length_and_empty_completions_count_nothing() -> None:
+    b = pack([0, 0], [(5,), (5,)], [(10, 2, 11), ()], [2, 0])  # 2 = EOS: the token after it is junk
+    assert b.mask.tolist() == [[1, 1, 0], [0, 0, 0]]
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_every_target_is_the_token_after_its_predictor_in_its_own_sequence(share: bool) -> None:
+    """For all small layouts: reading each sample back through (row, position) reconstructs prompt + completion
+    in the order the model sees it, i.e. the predictor of target t is the previous token of that sample."""
+    prompts = [(3, 4), (3, 4), (5,), (3, 4)]
+    for comps in itertools.product([(), (20,), (21, 22)], repeat=3):
+        comps = (*comps, (23, 24, 25))
+        agents = [0, 0, 0, 1]
+        b = pack(agents, prompts, comps, [len(c) for c in comps], share_prefix=share)
+        flat = b.input_ids.flatten()
+        for i, comp in enumerate(comps):
+            seq = list(prompts[i]) + list(comp)
+            for t, tok in enumerate(comp):
+                assert int(b.targets[i, t]) == tok
+                assert int(flat[b.pred_index[i, t]]) == seq[len(prompts[i]) + t - 1]
+
+
+def test_bad_input_names_the_problem() -> None:
+    with pytest.raises(ValueError, match="one entry per sample"):
+        pack([0], [(1,)], [(2,), (3,)], [1])
+    with pytest.raises(ValueError, match="non-empty prompt"):
+        pack([0], [()], [(2,)], [1])
+    with pytest.raises(ValueError, match="at least one sample"):
+        pack([], [], [], [])
