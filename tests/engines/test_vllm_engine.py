@@ -141,6 +141,16 @@ def test_sampling_follows_the_torch_seed_and_returns_per_token_logprobs(pol, eng
     assert gap < 1e-3, f"engine and trainer log-probs differ by {gap}"
 
 
+def test_seeded_sampling_of_a_batch_larger_than_one_scheduler_step(pol, engine) -> None:
+    """Regression: with chunked prefill, a prompt split over two scheduler steps made the CPU build rewind a
+    seeded CPU generator (RuntimeError: CPU Generator does not use offset). 24 requests x ~600 prompt
+    tokens exceed one step's token budget."""
+    reqs = [(i % 2, [{"role": "user", "content": f"{i} {LONG}"}]) for i in range(24)]
+    torch.manual_seed(0)
+    rows = engine.generate(reqs, 2)
+    assert [len(r) for r in rows] == [2] * 24 and all(s.completion_ids for r in rows for s in r)
+
+
 def test_unstartable_engine_falls_back_to_hf_with_one_warning(pol, caplog, monkeypatch) -> None:
     """Here the real failure is forced by naming agents of two different models (one engine serves one)."""
     monkeypatch.setattr(pol, "paths", [pol.paths[0], pol.paths[0] + "-other"])
@@ -149,3 +159,22 @@ def test_unstartable_engine_falls_back_to_hf_with_one_warning(pol, caplog, monke
     assert isinstance(eng, HFEngine)
     warnings = [r for r in caplog.records if r.levelname == "WARNING"]
     assert len(warnings) == 1 and "using the hf engine" in warnings[0].getMessage()
+
+
+def test_full_model_agents_are_pushed_whole(engine) -> None:
+    """agents.mode=full: each agent's whole model is pushed (here agent 1's weights differ from agent 0's).
+    Reuses the module's engine process-wide settings by building a second engine after the first."""
+    full = make_policies("full", max_new_tokens=12, top_k=0, max_prompt_tokens=1024)
+    with torch.no_grad():
+        gen = torch.Generator().manual_seed(1)
+        for p in full.module.models[1].parameters():  # the tied embedding too: the output layer must follow
+            if p.ndim == 2:
+                p.add_(torch.randn(p.shape, generator=gen) * 0.3)
+    eng = build_engine("vllm", full, VLLMSettings(kv_cache_gib=1), seed=0)
+    assert isinstance(eng, VLLMEngine)
+    try:
+        want = _tokens(HFEngine(full).generate(REQUESTS, 1, greedy=True))
+        assert want[0] != want[1]
+        assert _tokens(eng.generate(REQUESTS, 1, greedy=True)) == want
+    finally:
+        eng.close()
