@@ -11,7 +11,8 @@ Both score a finished trajectory on four criteria, 0-10 each:
 
     rule                                    the offline default (RuleJudge)
     openai:<model> | anthropic:<model> | deepseek:<model>
-    openai-compatible:<model>@<base_url> | local:<path or alias>      an LLMJudge on that expert client
+    openai-compatible:<model>@<base_url> | ollama:<model>@<base_url>
+    local:<path or alias>                   an LLMJudge on that expert client
     <name>[:<arg>]                          a judge registered with `register_judge`
 
 An LLM judge answers with a JSON object; a reply that is not one, a score outside 0-10, a timeout or an
@@ -285,7 +286,7 @@ def make_judge(
 ) -> Judge:
     """The judge named by `spec` (see the module docstring). Raises ExpertError for a bad spec or key."""
     from feedback.counters import FeedbackMetrics
-    from feedback.experts import KEY_ENV, ExpertError, make_expert
+    from feedback.experts import FORMS, ExpertError, make_expert
 
     o = options or JudgeOptions()
     spec = (spec or "").strip()
@@ -294,10 +295,9 @@ def make_judge(
     name, _, arg = spec.partition(":")
     if name in JUDGES:
         return JUDGES[name](arg, vars(o))
-    if name.lower() not in KEY_ENV:
-        raise ExpertError(f"task.actions.judge={spec!r} is not allowed; expected rule, openai:<model>, "
-                          "anthropic:<model>, openai-compatible:<model>@<base_url>, local:<path or alias>, "
-                          f"deepseek:<model> or a registered judge ({', '.join(JUDGES) or 'none registered'})")
+    if name.lower() not in FORMS:
+        raise ExpertError(f"task.actions.judge={spec!r} is not allowed; expected rule, {', '.join(FORMS.values())} "
+                          f"or a registered judge ({', '.join(JUDGES) or 'none registered'})")
     cache = o.cache_dir if o.cache_dir is not None else str(DEFAULT_CACHE_DIR.expanduser())
     settings = SimpleNamespace(expert_timeout_s=o.timeout_s, expert_max_retries=o.max_retries,
                                expert_concurrency=o.concurrency, expert_max_tokens=o.max_tokens,
