@@ -88,7 +88,8 @@ class ActionsTaskConfig:
     """Options of task.name=actions (docs/agentic-tasks.md)."""
 
     file: str | None = None  # task file (JSONL); null = the bundled comlrl/data/action_tasks.jsonl
-    judge: str = "rule"  # rule | openai:<m> | anthropic:<m> | openai-compatible:<m>@<url> | local:<m> | deepseek:<m>
+    judge: str = "rule"  # rule | openai:<m> | anthropic:<m> | openai-compatible:<m>@<url> | ollama:<m>@<url> | local:<m> | deepseek:<m>
+    judge_prompt: str | None = None  # a text file with the LLM judge's rubric (system prompt); null = built-in
     judge_reward: float = 2.0  # trajectory-end reward for a perfect judge score
     weight_completion: float = 0.5
     weight_quality: float = 0.2
@@ -344,6 +345,8 @@ def _validate_actions(cfg: RunConfig) -> None:
     _require(a.judge_timeout_s > 0, "task.actions.judge_timeout_s", a.judge_timeout_s, "a number > 0")
     _require(a.judge_max_retries >= 0, "task.actions.judge_max_retries", a.judge_max_retries, "an integer >= 0")
     _require(a.judge_max_tokens >= 16, "task.actions.judge_max_tokens", a.judge_max_tokens, "an integer >= 16")
+    _require(a.judge_prompt is None or str(a.judge).strip() != "rule", "task.actions.judge_prompt", a.judge_prompt,
+             "null with task.actions.judge=rule (the rule-based judge reads no prompt)")
     if cfg.task.name == "actions" and a.max_turns is None:
         a.max_turns = cfg.magrpo.num_turns
 

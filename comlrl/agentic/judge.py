@@ -165,8 +165,8 @@ JUDGE_SYSTEM = (
 )
 
 
-def judge_messages(r: JudgeRequest) -> list[dict[str, str]]:
-    """The chat sent to an LLM judge."""
+def judge_messages(r: JudgeRequest, system: str = JUDGE_SYSTEM) -> list[dict[str, str]]:
+    """The chat sent to an LLM judge: the rubric (`system`, `task.actions.judge_prompt` replaces it), then the case."""
     checks = "\n".join(f"- [{'pass' if c.passed else 'FAIL'}] {c.description}" for c in r.checks) or "- (none)"
     user = (
         f"Task ({r.pattern}): {r.goal}\n\n"
@@ -177,7 +177,7 @@ def judge_messages(r: JudgeRequest) -> list[dict[str, str]]:
         + (f" (summary: {cap(r.summary, 300)})" if r.summary else "")
         + "\n\nScore the trajectory now as the JSON object."
     )
-    return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user}]
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
 def _score_value(value: Any) -> float | None:
@@ -224,8 +224,9 @@ class LLMJudge(Judge):
 
     name = "llm"
 
-    def __init__(self, client: Any, fallback: Judge | None = None) -> None:
+    def __init__(self, client: Any, fallback: Judge | None = None, system_prompt: str = JUDGE_SYSTEM) -> None:
         self.client = client
+        self.system_prompt = system_prompt
         self.fallback = fallback if fallback is not None else RuleJudge("rule-fallback")
         self.fallbacks = 0
         self._lock = threading.Lock()
@@ -233,7 +234,7 @@ class LLMJudge(Judge):
     def score_many(self, requests: Sequence[JudgeRequest]) -> list[JudgeScores]:
         if not requests:
             return []
-        parsed = self.client.complete_many([judge_messages(r) for r in requests], parse_judge_scores,
+        parsed = self.client.complete_many([judge_messages(r, self.system_prompt) for r in requests], parse_judge_scores,
                                            counter_prefix="judge")
         out: list[JudgeScores] = []
         for r, p in zip(requests, parsed, strict=True):
@@ -271,6 +272,7 @@ class JudgeOptions:
     max_retries: int = 2
     max_tokens: int = 300
     cache_dir: str | None = None  # None = ~/.cache/comlrl/judge, "off" disables
+    system_prompt: str = JUDGE_SYSTEM  # the rubric; `load_judge_prompt` reads task.actions.judge_prompt
     concurrency: int = 4
     backoff_s: float = 0.5
     backoff_max_s: float = 4.0
@@ -308,4 +310,23 @@ def make_judge(
                              metrics=FeedbackMetrics(), **o.extra)
     except ExpertError as exc:
         raise ExpertError(str(exc).replace("external.expert_edits_model", "task.actions.judge")) from None
-    return LLMJudge(client)
+    return LLMJudge(client, system_prompt=o.system_prompt)
+
+
+def load_judge_prompt(path: str) -> str:
+    """The judge's rubric from a UTF-8 text file (`task.actions.judge_prompt`); one-line ValueError if unusable.
+
+    The reply format stays the four-score JSON object, so the rubric must ask for it (see JUDGE_SYSTEM).
+    """
+    p = Path(path).expanduser()
+    try:
+        text = p.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"task.actions.judge_prompt: cannot read {str(p)!r} ({type(exc).__name__})") from None
+    if not text:
+        raise ValueError(f"task.actions.judge_prompt: {str(p)!r} is empty")
+    missing = [k for k in SCORE_KEYS if k not in text]
+    if missing:
+        raise ValueError(f"task.actions.judge_prompt: {str(p)!r} never names {', '.join(missing)}; the judge must "
+                         "reply with a JSON object holding all four scores, so the prompt has to ask for them")
+    return text
