@@ -201,12 +201,12 @@ class OllamaBackend(ChatBackend):
 
     def __init__(self, model: str, base_url: str, *, api_key: str | None = None, max_tokens: int = 512,
                  temperature: float = 0.7, top_p: float = 1.0, logprobs: bool = False, timeout_s: float = 120.0,
-                 concurrency: int = 4, max_retries: int = 2, seed: int | None = None, stream: bool = False) -> None:
+                 concurrency: int = 4, max_retries: int = 2, seed: int | None = None) -> None:
         from feedback.experts.ollama_client import KEY_ENV as OLLAMA_KEY_ENV
         from feedback.experts.ollama_client import OllamaChat
 
         self._chat = OllamaChat(model, base_url, api_key=api_key or os.environ.get(OLLAMA_KEY_ENV) or None,
-                                timeout_s=timeout_s, stream=stream)
+                                timeout_s=timeout_s)
         self.name = self._chat.name
         self.max_retries = max(0, int(max_retries))
         self._params: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature, "top_p": top_p,
