@@ -197,7 +197,10 @@ class OpenAICompatibleBackend(ChatBackend):
 
 
 class OllamaBackend(ChatBackend):
-    """Ollama's native chat API; requests of a batch run concurrently, transient failures are retried."""
+    """Ollama's native chat API; requests of a batch run concurrently, transient failures are retried.
+
+    Replies are streamed, so `timeout_s` bounds the wait for the next token, not a whole long generation.
+    """
 
     def __init__(self, model: str, base_url: str, *, api_key: str | None = None, max_tokens: int = 512,
                  temperature: float = 0.7, top_p: float = 1.0, logprobs: bool = False, timeout_s: float = 120.0,
@@ -206,7 +209,7 @@ class OllamaBackend(ChatBackend):
         from feedback.experts.ollama_client import OllamaChat
 
         self._chat = OllamaChat(model, base_url, api_key=api_key or os.environ.get(OLLAMA_KEY_ENV) or None,
-                                timeout_s=timeout_s)
+                                timeout_s=timeout_s, stream=True)
         self.name = self._chat.name
         self.max_retries = max(0, int(max_retries))
         self._params: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature, "top_p": top_p,

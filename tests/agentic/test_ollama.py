@@ -115,11 +115,12 @@ def test_backend_results_logprobs_retries_and_errors(monkeypatch: pytest.MonkeyP
     with OllamaServer(TEXT) as srv:
         backend = make_backend(f"ollama:scripted@{srv.base}", logprobs=True, max_tokens=32, greedy=True, seed=3)
         assert isinstance(backend, OllamaBackend)
-        srv.script.append("500")  # transient: retried
+        srv.script.extend(["500", "stream_error"])  # transient: retried (the backend streams)
         with backend:
             outs = backend.complete([ASK, ASK + [{"role": "assistant", "content": "Hello"}]], stop=STOP_SEQUENCES)
-        assert len(srv.requests) == 3
+        assert len(srv.requests) == 4
         body = srv.requests[-1]["body"]
+        assert body["stream"] is True
         assert body["options"]["temperature"] == 0.0 and body["options"]["seed"] == 3
         assert body["options"]["stop"] == list(STOP_SEQUENCES) and body["logprobs"] is True
         assert srv.requests[-1]["headers"]["authorization"] == f"Bearer {KEY}"
@@ -140,7 +141,7 @@ def test_trace_generation_through_ollama(tmp_path: Path) -> None:
                               "--num-traces", "3", "--out", str(out), "--logprobs", "--sandbox-workers", "1",
                               "--no-progress"])
         bodies = [r["body"] for r in srv.requests]
-    assert rc == 0 and len(bodies) == 9 and all(b["logprobs"] and b["stream"] is False for b in bodies)
+    assert rc == 0 and len(bodies) == 9 and all(b["logprobs"] and b["stream"] is True for b in bodies)
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["task_id"] for r in records] == [p.task_id for p in easy]
     for r in records:
