@@ -51,12 +51,24 @@ class AgentsConfig:
 
 
 @dataclass
+class DatasetFieldsConfig:
+    """dataset.name=hf: the column holding each part of a problem (comlrl/tasks/hf_dataset.py)."""
+
+    prompt: str = "prompt"
+    entry_point: str | None = "entry_point"  # null: the first function the tests call (MBPP)
+    tests: str = "test"  # a test string, or a list of assert strings (MBPP's test_list)
+    task_id: str | None = "task_id"  # null: the row number
+
+
+@dataclass
 class DatasetConfig:
-    name: str = "easy"  # easy | humaneval | jsonl
-    path: str | None = None  # jsonl file in HumanEval format (name=jsonl)
+    name: str = "easy"  # easy | humaneval | jsonl | hf
+    path: str | None = None  # jsonl: file in HumanEval format; hf: saved dir, parquet/json/jsonl/csv, hub id
     eval_size: int = 8
     max_problems: int | None = None
     seed: int = 0
+    split: str = "train"  # hf: the split of a saved DatasetDict or hub id
+    fields: DatasetFieldsConfig = field(default_factory=DatasetFieldsConfig)
 
 
 @dataclass
@@ -77,7 +89,8 @@ class ActionsTaskConfig:
     """Options of task.name=actions (docs/agentic-tasks.md)."""
 
     file: str | None = None  # task file (JSONL); null = the bundled comlrl/data/action_tasks.jsonl
-    judge: str = "rule"  # rule | openai:<m> | anthropic:<m> | openai-compatible:<m>@<url> | local:<m> | deepseek:<m>
+    judge: str = "rule"  # rule | openai:<m> | anthropic:<m> | openai-compatible:<m>@<url> | ollama:<m>@<url> | local:<m> | deepseek:<m>
+    judge_prompt: str | None = None  # a text file with the LLM judge's rubric (system prompt); null = built-in
     judge_reward: float = 2.0  # trajectory-end reward for a perfect judge score
     weight_completion: float = 0.5
     weight_quality: float = 0.2
@@ -215,7 +228,7 @@ class RunConfig:
 CHOICES: dict[str, tuple[str, ...]] = {
     "model.dtype": ("float32", "bfloat16"),
     "agents.mode": ("lora", "full"),
-    "dataset.name": ("easy", "humaneval", "jsonl"),
+    "dataset.name": ("easy", "humaneval", "jsonl", "hf"),
     "task.name": ("code_collab", "code_single", "tool_agent", "actions"),
     "magrpo.joint_mode": ("align", "cross"),
     "magrpo.advantage.baseline": ("mean", "loo", "none"),
@@ -305,6 +318,13 @@ def validate(cfg: RunConfig) -> RunConfig:
     _require(a.lora.r >= 1, "agents.lora.r", a.lora.r, "an integer >= 1")
     d = cfg.dataset
     _require(d.name != "jsonl" or bool(d.path), "dataset.path", d.path, "a JSONL file when dataset.name=jsonl")
+    _require(d.name != "hf" or bool(d.path), "dataset.path", d.path,
+             "a save_to_disk directory, a parquet/json/jsonl/csv file or a hub id when dataset.name=hf")
+    for key in ("prompt", "tests", "entry_point", "task_id"):
+        column = getattr(d.fields, key)
+        nullable = key in ("entry_point", "task_id")
+        _require((column is None and nullable) or bool(str(column or "").strip()), f"dataset.fields.{key}", column,
+                 "a column name" + (" or null" if nullable else ""))
     _require(d.eval_size >= 0, "dataset.eval_size", d.eval_size, "an integer >= 0")
     _require(d.max_problems is None or d.max_problems >= 1, "dataset.max_problems", d.max_problems,
              "an integer >= 1 or null")
@@ -351,6 +371,8 @@ def _validate_actions(cfg: RunConfig) -> None:
     _require(a.judge_timeout_s > 0, "task.actions.judge_timeout_s", a.judge_timeout_s, "a number > 0")
     _require(a.judge_max_retries >= 0, "task.actions.judge_max_retries", a.judge_max_retries, "an integer >= 0")
     _require(a.judge_max_tokens >= 16, "task.actions.judge_max_tokens", a.judge_max_tokens, "an integer >= 16")
+    _require(a.judge_prompt is None or str(a.judge).strip() != "rule", "task.actions.judge_prompt", a.judge_prompt,
+             "null with task.actions.judge=rule (the rule-based judge reads no prompt)")
     if cfg.task.name == "actions" and a.max_turns is None:
         a.max_turns = cfg.magrpo.num_turns
 

@@ -8,6 +8,7 @@ Bounded: a test sends a handful of requests and `close()` (or leaving the `with`
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections import deque
@@ -138,3 +139,104 @@ class ScriptedLLMServer(LoopbackServer):
             self.send(h, 200, chat_reply(path, self.reply))
         else:
             self.send(h, 200, chat_reply(path, behaviour))
+
+
+def ollama_tokens(text: str) -> list[str]:
+    """Word-sized tokens that concatenate back to `text` (a stand-in tokenizer for the Ollama server)."""
+    return re.findall(r"\s*\S+|\s+", text)
+
+
+class OllamaServer(LoopbackServer):
+    """Ollama's native `POST /api/chat` as its API documents it, on 127.0.0.1.
+
+    Streamed (`"stream": true`, Ollama's default) replies are NDJSON chunks, one per token, then a final
+    `done` chunk with `done_reason` and token counts; non-streamed ones are one JSON object. `options.stop`
+    cuts before the earliest stop sequence (which is not returned), `options.num_predict` caps the tokens
+    (`done_reason: "length"`). With `"logprobs": true` every token carries `{token, logprob, bytes,
+    top_logprobs}` (`top_logprobs` entries when asked), unless `logprobs_supported` is False (an Ollama
+    before log-prob support: the field is ignored). A model not in `models` is a 404 `{"error": ...}`.
+    `script` behaviours per request: "ok", "500" (HTTP 500 `{"error": ...}`), "stream_error" (a streamed
+    reply that ends in an `{"error": ...}` line), "echo500" (a 500 that repeats the auth header).
+    """
+
+    def __init__(self, reply: Any = "Hello there.", models: tuple[str, ...] = ("scripted",),
+                 logprobs_supported: bool = True) -> None:
+        self.reply = reply  # str, or callable(messages) -> str
+        self.models = models
+        self.logprobs_supported = logprobs_supported
+        self.script: deque[str] = deque()
+        super().__init__()
+
+    @staticmethod
+    def logprob(i: int) -> float:
+        """The log-prob the server gives the i-th generated token (known to the tests)."""
+        return round(-0.05 * (i % 7) - 0.01, 6)
+
+    def _entry(self, i: int, token: str, top: int) -> dict[str, Any]:
+        alts = [{"token": token, "logprob": self.logprob(i), "bytes": list(token.encode())}]
+        alts += [{"token": f"alt{j}", "logprob": self.logprob(i) - j, "bytes": list(f"alt{j}".encode())}
+                 for j in range(1, top)]
+        return {"token": token, "logprob": self.logprob(i), "bytes": list(token.encode()), "top_logprobs": alts[:top]}
+
+    def handle(self, h: BaseHTTPRequestHandler, path: str, body: dict[str, Any], headers: dict[str, str]) -> None:
+        with self._lock:
+            behaviour = self.script.popleft() if self.script else "ok"
+            self.requests.append({"path": path, "headers": headers, "body": body, "behaviour": behaviour})
+        if path != "/api/chat":
+            self.send(h, 404, b"404 page not found", {"content-type": "text/plain"})
+            return
+        model = str(body.get("model", ""))
+        if model not in self.models:
+            self.send(h, 404, {"error": f'model "{model}" not found, try pulling it first'})
+            return
+        if behaviour == "500":
+            self.send(h, 500, {"error": "llama runner process has terminated: exit status 2"})
+            return
+        if behaviour == "echo500":
+            self.send(h, 500, {"error": "unauthorized: " + headers.get("authorization", "")})
+            return
+        messages = body.get("messages") or []
+        text = self.reply(messages) if callable(self.reply) else str(self.reply)
+        options = body.get("options") or {}
+        done_reason = "stop"
+        stops = [s for s in options.get("stop") or [] if s and s in text]
+        if stops:
+            text = text[: min(text.find(s) for s in stops)]
+        tokens = ollama_tokens(text)
+        limit = options.get("num_predict")
+        if isinstance(limit, int) and 0 <= limit < len(tokens):
+            tokens, done_reason = tokens[:limit], "length"
+        want = bool(body.get("logprobs")) and self.logprobs_supported
+        top = int(body.get("top_logprobs") or 0)
+        head = {"model": model, "created_at": "2026-11-24T12:00:00.000000Z"}
+        final = {**head, "message": {"role": "assistant", "content": ""}, "done": True, "done_reason": done_reason,
+                 "total_duration": 1200000, "load_duration": 100000, "prompt_eval_count": 10 + len(messages),
+                 "prompt_eval_duration": 50000, "eval_count": len(tokens), "eval_duration": 900000}
+        if not body.get("stream", True):
+            one = {**final, "message": {"role": "assistant", "content": "".join(tokens)}}
+            if want:
+                one["logprobs"] = [self._entry(i, t, top) for i, t in enumerate(tokens)]
+            self.send(h, 200, one)
+            return
+        lines = []
+        for i, t in enumerate(tokens):
+            chunk: dict[str, Any] = {**head, "message": {"role": "assistant", "content": t}, "done": False}
+            if want:
+                chunk["logprobs"] = [self._entry(i, t, top)]
+            lines.append(chunk)
+        if behaviour == "stream_error":
+            lines = lines[:2] + [{"error": "an error was encountered while running the model: unexpected EOF"}]
+        else:
+            lines.append(final)
+        try:
+            h.send_response(200)
+            h.send_header("content-type", "application/x-ndjson")
+            h.send_header("transfer-encoding", "chunked")
+            h.end_headers()
+            for line in lines:
+                data = (json.dumps(line) + "\n").encode()
+                h.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                h.wfile.flush()
+            h.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass

@@ -1,13 +1,18 @@
-"""Where the tool agent's completions come from: the local trainable model or any OpenAI-compatible server.
+"""Where the tool agent's completions come from: the local trainable model, an OpenAI-compatible server or Ollama.
 
     local:<model>                          AgentPolicies (alias, HF dir, .gguf), batched HF generate
     openai-compatible:<model>@<base_url>   official `openai` SDK against Ollama's /v1, vLLM, llama.cpp...
                                            key from $OPENAI_COMPATIBLE_API_KEY (optional)
+    ollama:<model>@<base_url>              Ollama's native /api/chat (feedback.experts.ollama_client), with
+                                           per-token log-probs; key from $OLLAMA_API_KEY (optional)
 
-Both take a batch of conversations and stop sequences and return one `ChatResult` each, with per-token
+The spec is parsed by `feedback.experts.parse_spec`, the one parser shared with experts and judges.
+All take a batch of conversations and stop sequences and return one `ChatResult` each, with per-token
 log-probs when asked for and available (the local model always can; a server only if it implements
 `logprobs`, otherwise they are None). Servers strip the stop sequence from the text; the local model keeps
-it. `turns.analyze_turn` reads both the same way.
+it. `turns.analyze_turn` reads both the same way. A conversation ending in an assistant message is an
+answer prefix: the model continues it and the returned text starts with it (servers return only the
+continuation; `continued` puts the prefix back).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -67,6 +73,12 @@ def _first_stop(text: str, stop: Sequence[str]) -> str | None:
     """The stop sequence that occurs earliest in `text` (the one generation stopped on)."""
     found = [(text.find(s), s) for s in stop if s and s in text]
     return min(found)[1] if found else None
+
+
+def continued(messages: Messages, text: str) -> str:
+    """The whole answer: a trailing assistant message (the prefix the server continued) plus its continuation."""
+    prefix = messages[-1]["content"] if messages and messages[-1].get("role") == "assistant" else ""
+    return prefix + text
 
 
 class LocalBackend(ChatBackend):
@@ -164,7 +176,7 @@ class OpenAICompatibleBackend(ChatBackend):
         if not resp.choices:
             raise BackendError(f"backend error: {self.name}: response without choices")
         choice = resp.choices[0]
-        text = choice.message.content or ""
+        text = continued(messages, choice.message.content or "")
         tokens = values = None
         content = getattr(choice.logprobs, "content", None) if choice.logprobs is not None else None
         if content:
@@ -184,20 +196,61 @@ class OpenAICompatibleBackend(ChatBackend):
         self._client.close()
 
 
+class OllamaBackend(ChatBackend):
+    """Ollama's native chat API; requests of a batch run concurrently, transient failures are retried.
+
+    Replies are streamed, so `timeout_s` bounds the wait for the next token, not a whole long generation.
+    """
+
+    def __init__(self, model: str, base_url: str, *, api_key: str | None = None, max_tokens: int = 512,
+                 temperature: float = 0.7, top_p: float = 1.0, logprobs: bool = False, timeout_s: float = 120.0,
+                 concurrency: int = 4, max_retries: int = 2, seed: int | None = None) -> None:
+        from feedback.experts.ollama_client import KEY_ENV as OLLAMA_KEY_ENV
+        from feedback.experts.ollama_client import OllamaChat
+
+        self._chat = OllamaChat(model, base_url, api_key=api_key or os.environ.get(OLLAMA_KEY_ENV) or None,
+                                timeout_s=timeout_s, stream=True)
+        self.name = self._chat.name
+        self.max_retries = max(0, int(max_retries))
+        self._params: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature, "top_p": top_p,
+                                        "seed": seed, "logprobs": logprobs}
+        self._pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="ollama")
+
+    def _one(self, messages: Messages, stop: Sequence[str]) -> ChatResult:
+        from feedback.experts.ollama_client import OllamaError
+
+        for attempt in range(self.max_retries + 1):
+            try:
+                r = self._chat.chat(messages, stop=stop, **self._params)
+            except OllamaError as exc:
+                if not exc.retryable or attempt == self.max_retries:
+                    raise BackendError(f"backend error: {exc}") from None
+                time.sleep(min(4.0, 0.5 * 2**attempt))
+            else:
+                return ChatResult(continued(messages, r.text), r.done_reason, None, r.tokens, r.logprobs, r.prompt_tokens,
+                                  r.completion_tokens)
+        raise AssertionError("unreachable")
+
+    def complete(self, conversations: Sequence[Messages], *, stop: Sequence[str] = ()) -> list[ChatResult]:
+        return list(self._pool.map(lambda m: self._one(list(m), stop), conversations))
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        self._chat.close()
+
+
+BACKENDS = ("local", "openai-compatible", "ollama")
+
+
 def parse_backend(spec: str) -> tuple[str, str, str | None]:
-    """`local:<model>` -> ("local", model, None); `openai-compatible:<model>@<url>` -> (kind, model, url)."""
-    kind, sep, rest = (spec or "").partition(":")
-    kind, rest = kind.strip().lower(), rest.strip()
-    if sep and kind == "local" and rest:
-        return kind, rest, None
-    if sep and kind == "openai-compatible":
-        at = max(rest.rfind("@http://"), rest.rfind("@https://"))
-        if at > 0:
-            return kind, rest[:at], rest[at + 1 :]
-    raise BackendError(
-        f"backend error: {spec!r} is not a backend; expected local:<model> or "
-        "openai-compatible:<model>@<http(s) base_url>"
-    )
+    """`local:<model>` -> ("local", model, None); `openai-compatible:` / `ollama:<model>@<url>` -> (kind, model, url)."""
+    from feedback.experts import ExpertError, parse_spec
+
+    try:
+        parsed = parse_spec(spec, key="--backend", providers=BACKENDS)
+    except ExpertError as exc:
+        raise BackendError(f"backend error: {exc}") from None
+    return parsed.provider, parsed.model, parsed.base_url
 
 
 def make_backend(spec: str, *, max_tokens: int = 512, temperature: float = 0.7, top_p: float = 1.0,
@@ -208,6 +261,6 @@ def make_backend(spec: str, *, max_tokens: int = 512, temperature: float = 0.7, 
     if kind == "local":
         return LocalBackend.from_model(model, max_new_tokens=max_tokens, temperature=temperature, top_p=top_p,
                                        max_prompt_tokens=max_prompt_tokens, greedy=greedy, logprobs=logprobs)
-    return OpenAICompatibleBackend(model, url or "", max_tokens=max_tokens, temperature=0.0 if greedy else temperature,
-                                   top_p=top_p, logprobs=logprobs, timeout_s=timeout_s, concurrency=concurrency,
-                                   seed=seed)
+    backend = OllamaBackend if kind == "ollama" else OpenAICompatibleBackend
+    return backend(model, url or "", max_tokens=max_tokens, temperature=0.0 if greedy else temperature, top_p=top_p,
+                   logprobs=logprobs, timeout_s=timeout_s, concurrency=concurrency, seed=seed)

@@ -30,6 +30,8 @@ from comlrl.agentic.turns import (
 from comlrl.tasks.base import Problem
 from sandbox.untrusted_source import parse
 
+RECORD_FORMATS = ("full", "chat", "training")
+
 
 @dataclass
 class Round:
@@ -80,9 +82,9 @@ class Episode:
         """The chat so far (what the model sees next, or the whole episode once done)."""
         return conversation(self.first, self._pairs(canonical))
 
-    def text(self) -> str:
+    def text(self, canonical: bool = False) -> str:
         """The full interleaved trace: rounds and injected tool responses in order."""
-        return "\n".join(part for a, obs in self._pairs() for part in (a, obs) if part)
+        return "\n".join(part for a, obs in self._pairs(canonical) for part in (a, obs) if part)
 
     def final_round(self) -> Round | None:
         """The round whose code counts: the final answer, else the last round that ran code."""
@@ -126,13 +128,24 @@ class Episode:
             "completion_tokens": sum(r.completion.completion_tokens for r in rounds),
         }
 
-    def record(self, backend: str = "", chat_format: bool = False, attempt: int = 0) -> dict[str, Any]:
-        """The JSONL record: the full trace with per-round details, or chat messages for fine-tuning."""
+    def record(self, backend: str = "", fmt: str = "full", attempt: int = 0) -> dict[str, Any]:
+        """The JSONL record in one of RECORD_FORMATS.
+
+        full: the trace with per-round details; chat: the conversation, one message per round and tool
+        response; training: the prompt and ONE assistant message holding the whole interleaved trace (tool
+        responses inline), for models trained to write a trace in one pass. chat and training rewrite
+        repaired calls as well-formed JSON.
+        """
         metrics = self.metrics()
         base = {"task_id": self.problem.task_id, "entry_point": self.problem.entry_point, "backend": backend,
                 "attempt": attempt}
-        if chat_format:
+        if fmt == "chat":
             return {**base, "messages": self.messages(canonical=True), "metrics": metrics}
+        if fmt == "training":
+            trace = {"role": "assistant", "content": self.text(canonical=True)}
+            return {**base, "messages": [*self.first, trace], "metrics": metrics}
+        if fmt != "full":
+            raise ValueError(f"record format {fmt!r}; expected one of {', '.join(RECORD_FORMATS)}")
         last = self.final_round()
         rounds = []
         for r in self.rounds:
@@ -195,15 +208,21 @@ def run_episodes(
     max_rounds: int = 4,
     settings: Any = None,
     stop: Sequence[str] = STOP_SEQUENCES,
+    answer_prefix: str = "",
 ) -> list[Episode]:
-    """One episode per problem, all advanced together round by round."""
+    """One episode per problem, all advanced together round by round.
+
+    `answer_prefix` starts every round's answer (a trailing assistant message the backend continues): a
+    model too small to follow the system prompt's format on its own can be started inside it.
+    """
     s = settings if settings is not None else EpisodeSettings()
     episodes = [Episode(p, initial_messages(p)) for p in problems]
+    opening = [{"role": "assistant", "content": answer_prefix}] if answer_prefix else []
     for index in range(max_rounds):
         active = [e for e in episodes if not e.done]
         if not active:
             break
-        completions = backend.complete([e.messages() for e in active], stop=stop)
+        completions = backend.complete([e.messages() + opening for e in active], stop=stop)
         analyses = [analyze_turn(c.text, e.problem.entry_point, e.problem.prompt)
                     for e, c in zip(active, completions, strict=True)]
         runnable = [i for i, a in enumerate(analyses) if a.code is not None]

@@ -11,7 +11,8 @@ Both score a finished trajectory on four criteria, 0-10 each:
 
     rule                                    the offline default (RuleJudge)
     openai:<model> | anthropic:<model> | deepseek:<model>
-    openai-compatible:<model>@<base_url> | local:<path or alias>      an LLMJudge on that expert client
+    openai-compatible:<model>@<base_url> | ollama:<model>@<base_url>
+    local:<path or alias>                   an LLMJudge on that expert client
     <name>[:<arg>]                          a judge registered with `register_judge`
 
 An LLM judge answers with a JSON object; a reply that is not one, a score outside 0-10, a timeout or an
@@ -164,8 +165,8 @@ JUDGE_SYSTEM = (
 )
 
 
-def judge_messages(r: JudgeRequest) -> list[dict[str, str]]:
-    """The chat sent to an LLM judge."""
+def judge_messages(r: JudgeRequest, system: str = JUDGE_SYSTEM) -> list[dict[str, str]]:
+    """The chat sent to an LLM judge: the rubric (`system`, `task.actions.judge_prompt` replaces it), then the case."""
     checks = "\n".join(f"- [{'pass' if c.passed else 'FAIL'}] {c.description}" for c in r.checks) or "- (none)"
     user = (
         f"Task ({r.pattern}): {r.goal}\n\n"
@@ -176,7 +177,7 @@ def judge_messages(r: JudgeRequest) -> list[dict[str, str]]:
         + (f" (summary: {cap(r.summary, 300)})" if r.summary else "")
         + "\n\nScore the trajectory now as the JSON object."
     )
-    return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user}]
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
 def _score_value(value: Any) -> float | None:
@@ -223,8 +224,9 @@ class LLMJudge(Judge):
 
     name = "llm"
 
-    def __init__(self, client: Any, fallback: Judge | None = None) -> None:
+    def __init__(self, client: Any, fallback: Judge | None = None, system_prompt: str = JUDGE_SYSTEM) -> None:
         self.client = client
+        self.system_prompt = system_prompt
         self.fallback = fallback if fallback is not None else RuleJudge("rule-fallback")
         self.fallbacks = 0
         self._lock = threading.Lock()
@@ -232,7 +234,7 @@ class LLMJudge(Judge):
     def score_many(self, requests: Sequence[JudgeRequest]) -> list[JudgeScores]:
         if not requests:
             return []
-        parsed = self.client.complete_many([judge_messages(r) for r in requests], parse_judge_scores,
+        parsed = self.client.complete_many([judge_messages(r, self.system_prompt) for r in requests], parse_judge_scores,
                                            counter_prefix="judge")
         out: list[JudgeScores] = []
         for r, p in zip(requests, parsed, strict=True):
@@ -270,6 +272,7 @@ class JudgeOptions:
     max_retries: int = 2
     max_tokens: int = 300
     cache_dir: str | None = None  # None = ~/.cache/comlrl/judge, "off" disables
+    system_prompt: str = JUDGE_SYSTEM  # the rubric; `load_judge_prompt` reads task.actions.judge_prompt
     concurrency: int = 4
     backoff_s: float = 0.5
     backoff_max_s: float = 4.0
@@ -285,7 +288,7 @@ def make_judge(
 ) -> Judge:
     """The judge named by `spec` (see the module docstring). Raises ExpertError for a bad spec or key."""
     from feedback.counters import FeedbackMetrics
-    from feedback.experts import KEY_ENV, ExpertError, make_expert
+    from feedback.experts import FORMS, ExpertError, make_expert
 
     o = options or JudgeOptions()
     spec = (spec or "").strip()
@@ -294,10 +297,9 @@ def make_judge(
     name, _, arg = spec.partition(":")
     if name in JUDGES:
         return JUDGES[name](arg, vars(o))
-    if name.lower() not in KEY_ENV:
-        raise ExpertError(f"task.actions.judge={spec!r} is not allowed; expected rule, openai:<model>, "
-                          "anthropic:<model>, openai-compatible:<model>@<base_url>, local:<path or alias>, "
-                          f"deepseek:<model> or a registered judge ({', '.join(JUDGES) or 'none registered'})")
+    if name.lower() not in FORMS:
+        raise ExpertError(f"task.actions.judge={spec!r} is not allowed; expected rule, {', '.join(FORMS.values())} "
+                          f"or a registered judge ({', '.join(JUDGES) or 'none registered'})")
     cache = o.cache_dir if o.cache_dir is not None else str(DEFAULT_CACHE_DIR.expanduser())
     settings = SimpleNamespace(expert_timeout_s=o.timeout_s, expert_max_retries=o.max_retries,
                                expert_concurrency=o.concurrency, expert_max_tokens=o.max_tokens,
@@ -308,4 +310,23 @@ def make_judge(
                              metrics=FeedbackMetrics(), **o.extra)
     except ExpertError as exc:
         raise ExpertError(str(exc).replace("external.expert_edits_model", "task.actions.judge")) from None
-    return LLMJudge(client)
+    return LLMJudge(client, system_prompt=o.system_prompt)
+
+
+def load_judge_prompt(path: str) -> str:
+    """The judge's rubric from a UTF-8 text file (`task.actions.judge_prompt`); one-line ValueError if unusable.
+
+    The reply format stays the four-score JSON object, so the rubric must ask for it (see JUDGE_SYSTEM).
+    """
+    p = Path(path).expanduser()
+    try:
+        text = p.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"task.actions.judge_prompt: cannot read {str(p)!r} ({type(exc).__name__})") from None
+    if not text:
+        raise ValueError(f"task.actions.judge_prompt: {str(p)!r} is empty")
+    missing = [k for k in SCORE_KEYS if k not in text]
+    if missing:
+        raise ValueError(f"task.actions.judge_prompt: {str(p)!r} never names {', '.join(missing)}; the judge must "
+                         "reply with a JSON object holding all four scores, so the prompt has to ask for them")
+    return text

@@ -370,10 +370,16 @@ def _strip_fence(text: str) -> tuple[str, str | None]:
     if m is None or (m.start() > 0 and s[0] in "{["):
         return text, None
     fence, lang, rest = m.group(1), m.group(2).lower(), m.group(3).strip()
+    before = s[: m.start()]
+    if before and not lang and not rest and _CODE_LINE.match(textwrap.dedent(before).strip("\n")):
+        return before, ""  # code, then a bare closing fence: the opening fence was left out
     body = s[m.end() + 1 :]
     if rest[:1] in ("{", "["):  # ```json{"name": ...}``` on one line
         body = rest + "\n" + body
-    close = body.rfind(fence)
+    # Markdown closes a fence at the first line holding only a fence at least as long; small models often
+    # go on with prose and more fenced blocks after it, which are not part of the call.
+    own_line = re.search(rf"^[ \t]{{0,3}}{fence[0]}{{{len(fence)},}}[ \t]*$", body, re.M)
+    close = own_line.start() if own_line else body.rfind(fence)
     if close >= 0:
         body = body[:close]
     return body, lang

@@ -6,7 +6,8 @@
 
 One trace per problem (up to `--attempts` tries when filters reject it). The output is appended to and
 problems already in it are skipped, so an interrupted run resumes where it stopped. Every line has the
-trace's `metrics`; `--chat-format` writes `{"messages": [...]}` records ready for supervised fine-tuning.
+trace's `metrics`; `--chat-format` writes `{"messages": [...]}` records ready for supervised fine-tuning (one
+message per round and tool response), `--training-format` the prompt and one assistant message per trace.
 """
 
 from __future__ import annotations
@@ -74,15 +75,24 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ap.add_argument("--backend", required=True,
-                    help="local:<model> or openai-compatible:<model>@<base_url> (key: $OPENAI_COMPATIBLE_API_KEY)")
+                    help="local:<model>, openai-compatible:<model>@<base_url> (key: $OPENAI_COMPATIBLE_API_KEY) or "
+                         "ollama:<model>@<base_url> (native /api/chat; key: $OLLAMA_API_KEY)")
     ap.add_argument("--dataset", default="easy", help="easy, humaneval or a JSONL file in HumanEval format")
     ap.add_argument("--num-traces", type=int, required=True, help="traces to have in --out (existing ones count)")
     ap.add_argument("--out", required=True, help="JSONL output, appended to (resumable)")
     ap.add_argument("--only-success", action="store_true", help="keep traces whose final code passes all tests")
     ap.add_argument("--only-ideal", action="store_true",
                     help="keep successes after at least one observed fix, well-formed throughout")
-    ap.add_argument("--chat-format", action="store_true",
-                    help="write {messages} records for fine-tuning (repaired calls rewritten as valid JSON)")
+    form = ap.add_mutually_exclusive_group()
+    form.add_argument("--chat-format", action="store_true",
+                      help="write {messages} records for fine-tuning, one message per round and tool response "
+                           "(repaired calls rewritten as valid JSON)")
+    form.add_argument("--training-format", action="store_true",
+                      help="write {messages} records with the prompt and ONE assistant message per trace holding "
+                           "the whole interleaved trace, tool responses inline (repaired calls rewritten)")
+    ap.add_argument("--answer-prefix", default="",
+                    help="text every answer starts with, continued by the model (e.g. '<think>\\n<tool_call>\\n' "
+                         "makes a small model write a call; escapes like \\n are decoded)")
     ap.add_argument("--max-rounds", type=int, default=4, help="tool rounds per trace (default 4)")
     ap.add_argument("--attempts", type=int, default=1, help="tries per problem when filters reject a trace")
     ap.add_argument("--batch", type=int, default=4, help="episodes advanced together (default 4)")
@@ -125,6 +135,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     problems = problems[: args.limit] if args.limit else problems
+    fmt = "chat" if args.chat_format else "training" if args.training_format else "full"
+    prefix = args.answer_prefix.encode("utf-8").decode("unicode_escape") if args.answer_prefix else ""
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     done, have = read_done(out)
@@ -170,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     if not pending or have >= args.num_traces:
                         break
                     episodes = run_episodes(backend, pending, env, max_rounds=args.max_rounds,
-                                            settings=EpisodeSettings())
+                                            settings=EpisodeSettings(), answer_prefix=prefix)
                     rejected = []
                     for ep in episodes:
                         m = ep.metrics()
@@ -183,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                             continue
                         if have >= args.num_traces:
                             break
-                        fh.write(dumps(ep.record(backend.name, args.chat_format, attempt)) + "\n")
+                        fh.write(dumps(ep.record(backend.name, fmt, attempt)) + "\n")
                         fh.flush()
                         have += 1
                         stats["written"] += 1

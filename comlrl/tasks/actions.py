@@ -39,7 +39,16 @@ from comlrl.agentic.environment import (
     render_turn,
     trajectory_key,
 )
-from comlrl.agentic.judge import SCORE_KEYS, Judge, JudgeOptions, JudgeRequest, JudgeScores, make_judge
+from comlrl.agentic.judge import (
+    JUDGE_SYSTEM,
+    SCORE_KEYS,
+    Judge,
+    JudgeOptions,
+    JudgeRequest,
+    JudgeScores,
+    load_judge_prompt,
+    make_judge,
+)
 from comlrl.config import ActionsTaskConfig, ConfigError
 from comlrl.tasks.base import Task
 from comlrl.tasks.datasets import DatasetError, split_problems
@@ -127,13 +136,15 @@ class ActionsTask(Task):
         if judge is None:
             from feedback.experts import ExpertError
 
-            jo = JudgeOptions(timeout_s=float(_opt(options, "judge_timeout_s")),
-                              max_retries=int(_opt(options, "judge_max_retries")),
-                              max_tokens=int(_opt(options, "judge_max_tokens")),
-                              cache_dir=_opt(options, "judge_cache_dir"))
+            prompt_file = _opt(options, "judge_prompt")
             try:
+                rubric = load_judge_prompt(prompt_file) if prompt_file else JUDGE_SYSTEM
+                jo = JudgeOptions(timeout_s=float(_opt(options, "judge_timeout_s")),
+                                  max_retries=int(_opt(options, "judge_max_retries")),
+                                  max_tokens=int(_opt(options, "judge_max_tokens")),
+                                  cache_dir=_opt(options, "judge_cache_dir"), system_prompt=rubric)
                 judge = make_judge(str(_opt(options, "judge")), jo, resolve_local=_resolve_local)
-            except ExpertError as exc:
+            except (ExpertError, ValueError) as exc:
                 raise ConfigError(f"config error: {exc}") from None
         self.judge = judge
         n = self.num_agents

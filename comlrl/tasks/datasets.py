@@ -17,7 +17,7 @@ from typing import IO, Any
 from comlrl.tasks.base import Problem
 
 REQUIRED_FIELDS = ("task_id", "prompt", "entry_point", "test")
-DATASET_NAMES = ("easy", "humaneval", "jsonl")
+DATASET_NAMES = ("easy", "humaneval", "jsonl", "hf")
 
 
 class DatasetError(ValueError):
@@ -115,8 +115,8 @@ def load_easy() -> list[Problem]:
     return load_jsonl(easy_path())
 
 
-def load_problems(name: str, path: str | Path | None = None) -> list[Problem]:
-    """All problems of a named data set, in file order."""
+def load_problems(name: str, path: str | Path | None = None, fields: Any = None, split: str = "train") -> list[Problem]:
+    """All problems of a named data set, in file order (`fields`, `split`: for name=hf only)."""
     if name == "easy":
         return load_easy()
     if name == "humaneval":
@@ -125,6 +125,12 @@ def load_problems(name: str, path: str | Path | None = None) -> list[Problem]:
         if not path:
             raise DatasetError("dataset.path: required when dataset.name=jsonl")
         return load_jsonl(path)
+    if name == "hf":
+        if not path:
+            raise DatasetError("dataset.path: required when dataset.name=hf")
+        from comlrl.tasks.hf_dataset import load_hf
+
+        return load_hf(str(path), fields, split)
     raise DatasetError(f"dataset.name: unknown data set {name!r}; expected one of: {', '.join(DATASET_NAMES)}")
 
 
@@ -159,7 +165,8 @@ def load_dataset(cfg: Any) -> tuple[list[Problem], list[Problem]]:
     `max_problems` caps the training problems only (the first ones in file order after the split), so
     the held-out eval set is the same with and without it.
     """
-    problems = load_problems(cfg.name, getattr(cfg, "path", None))
+    problems = load_problems(cfg.name, getattr(cfg, "path", None), getattr(cfg, "fields", None),
+                             getattr(cfg, "split", "train"))
     train, evals = split_problems(problems, int(cfg.eval_size), int(getattr(cfg, "seed", 0)))
     max_problems = getattr(cfg, "max_problems", None)
     if max_problems is not None:

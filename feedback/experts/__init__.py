@@ -5,6 +5,8 @@
     anthropic:<model>                      Anthropic Messages API, ANTHROPIC_API_KEY
     openai-compatible:<model>@<base_url>   any chat-completions server (vLLM, Ollama...), key optional:
                                            OPENAI_COMPATIBLE_API_KEY
+    ollama:<model>@<base_url>              Ollama's native /api/chat (per-token log-probs), key optional:
+                                           OLLAMA_API_KEY
     local:<path or alias>                  a transformers model on this machine
 
 Build the expert once at start-up with `make_expert`: a missing key or model fails there, with a
@@ -35,6 +37,7 @@ __all__ = [
     "ExpertClient",
     "ExpertError",
     "ExpertSpec",
+    "FORMS",
     "FunctionExpert",
     "ResponseCache",
     "RetryableError",
@@ -51,8 +54,19 @@ KEY_ENV: dict[str, tuple[str, bool]] = {
     "openai": ("OPENAI_API_KEY", True),
     "anthropic": ("ANTHROPIC_API_KEY", True),
     "openai-compatible": ("OPENAI_COMPATIBLE_API_KEY", False),
+    "ollama": ("OLLAMA_API_KEY", False),
     "local": ("", False),
 }
+# How each provider is written; `parse_spec` is the one parser of these (experts, judges, rollout backends).
+FORMS: dict[str, str] = {
+    "deepseek": "deepseek:<model>",
+    "openai": "openai:<model>",
+    "anthropic": "anthropic:<model>",
+    "openai-compatible": "openai-compatible:<model>@<base_url>",
+    "ollama": "ollama:<model>@<base_url>",
+    "local": "local:<path or alias>",
+}
+NEEDS_URL = frozenset({"openai-compatible", "ollama"})
 
 # USD per million (input, output) tokens for the cost counter only; list prices as of 2025, the Claude 4.5+
 # rows from third-party listings in 2026-11 (the vendors' pages are not reachable from here).
@@ -86,23 +100,21 @@ class ExpertSpec:
     base_url: str | None = None
 
 
-def parse_spec(spec: str) -> ExpertSpec:
-    """`provider:model[@base_url]` -> ExpertSpec; the model may itself contain ':' (Ollama tags)."""
+def parse_spec(spec: str, *, key: str = "external.expert_edits_model",
+               providers: tuple[str, ...] = tuple(FORMS)) -> ExpertSpec:
+    """`provider:model[@base_url]` -> ExpertSpec; the model may itself contain ':' (Ollama tags).
+
+    `key` names the setting in the error, `providers` the ones that setting accepts.
+    """
     provider, sep, rest = (spec or "").partition(":")
-    provider = provider.strip().lower()
-    if not sep or provider not in KEY_ENV or not rest.strip():
-        raise ExpertError(
-            f"external.expert_edits_model={spec!r} is not allowed; expected one of: deepseek:<model>, "
-            "openai:<model>, anthropic:<model>, openai-compatible:<model>@<base_url>, local:<path or alias>"
-        )
-    rest = rest.strip()
-    if provider == "openai-compatible":
+    provider, rest = provider.strip().lower(), rest.strip()
+    if not sep or provider not in providers or not rest:
+        forms = ", ".join(FORMS[p] for p in providers)
+        raise ExpertError(f"{key}={spec!r} is not allowed; expected one of: {forms}")
+    if provider in NEEDS_URL:
         at = max(rest.rfind("@http://"), rest.rfind("@https://"))
         if at <= 0:
-            raise ExpertError(
-                f"external.expert_edits_model={spec!r} is not allowed; expected openai-compatible:<model>@<base_url> "
-                "with an http(s) base URL"
-            )
+            raise ExpertError(f"{key}={spec!r} is not allowed; expected {FORMS[provider]} with an http(s) base URL")
         return ExpertSpec(provider, rest[:at], rest[at + 1 :])
     return ExpertSpec(provider, rest)
 
@@ -172,6 +184,11 @@ def make_expert(
         from feedback.experts.anthropic_client import AnthropicExpert
 
         return AnthropicExpert(parsed.model, api_key=key, base_url=base_url, **kwargs)
+    if parsed.provider == "ollama":
+        from feedback.experts.ollama_client import OllamaExpert
+
+        kwargs["price_per_mtok"] = overrides.get("price_per_mtok", (0.0, 0.0))
+        return OllamaExpert(parsed.model, base_url=base_url or parsed.base_url or "", api_key=key or None, **kwargs)
     from feedback.experts.openai_client import OpenAIChatExpert
 
     if parsed.provider == "openai-compatible":

@@ -10,7 +10,8 @@
 * round 3 (after the tests pass): `</think>` and the final answer in a ```python block.
 
 The server applies `stop` like vLLM/Ollama (cuts before the earliest stop sequence, which is not
-returned; `finish_reason: "stop"`, vLLM's `stop_reason`), returns per-token `logprobs` when asked
+returned; `finish_reason: "stop"`, vLLM's `stop_reason`), continues a trailing assistant message (an answer
+prefix: only the continuation comes back), returns per-token `logprobs` when asked
 (unless `refuse_logprobs`: then HTTP 400, as servers without support do), and records every request.
 """
 
@@ -92,7 +93,10 @@ class ScriptedServer(LoopbackServer):
         if req.get("logprobs") and self.refuse_logprobs:
             self.send(h, 400, {"error": {"message": "logprobs are not supported", "type": "invalid_request"}})
             return
-        text, ignore_stop = self.model.reply(req.get("messages") or [])
+        messages = req.get("messages") or []
+        prefix = messages[-1]["content"] if messages and messages[-1].get("role") == "assistant" else ""
+        text, ignore_stop = self.model.reply(messages[:-1] if prefix else messages)
+        text = text.removeprefix(prefix)  # a server continues an answer prefix and returns only the rest
         finish, stop_reason = "stop", None
         stops = [] if ignore_stop else [s for s in (req.get("stop") or []) if s in text]
         if stops:

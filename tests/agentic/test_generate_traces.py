@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from scripted_server import ScriptedModel, ScriptedServer
 
-from comlrl.agentic.toolcall import find_tool_calls, parse_tool_call
+from comlrl.agentic.toolcall import ToolCall, find_tool_calls, parse_tool_call
 from comlrl.agentic.traces import main
 from comlrl.tasks.datasets import load_problems
 
@@ -139,7 +139,40 @@ def test_only_success_skips_and_retries_failures(server: ScriptedServer, tmp_pat
 def test_bad_arguments_fail_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "x.jsonl"
     assert main(["--backend", "nope:x", "--out", str(out), "--num-traces", "1", "--no-progress"]) == 2
-    assert "local:<model> or openai-compatible" in capsys.readouterr().err
+    assert "--backend='nope:x' is not allowed; expected one of: local:<path or alias>, openai-compatible:" in capsys.readouterr().err
     assert main(["--backend", "local:x", "--out", str(out), "--num-traces", "0"]) == 2
     assert main(["--backend", "local:x", "--dataset", str(tmp_path / "none.jsonl"), "--out", str(out),
                  "--num-traces", "1"]) == 2
+
+
+def test_training_format_is_one_assistant_message_per_trace(server: ScriptedServer, tmp_path: Path) -> None:
+    chat, training = tmp_path / "chat.jsonl", tmp_path / "training.jsonl"
+    common = ("--dataset", "easy", "--limit", "3", "--num-traces", "3")
+    assert main(args(server, chat, *common, "--chat-format")) == 0
+    assert main(args(server, training, *common, "--training-format")) == 0
+    for c, t in zip(read(chat), read(training), strict=True):
+        assert set(t) == {"task_id", "entry_point", "backend", "attempt", "messages", "metrics"}
+        system, user, trace = t["messages"]
+        assert (system, user) == tuple(c["messages"][:2]) and trace["role"] == "assistant"
+        # the chat format's rounds and tool responses, in order, as one message
+        assert trace["content"] == "\n".join(m["content"] for m in c["messages"][2:])
+        assert trace["content"].count("<tool_response>") == 2 and trace["content"].rstrip().endswith("```")
+        calls = [parse_tool_call(span.raw) for span in find_tool_calls(trace["content"])]
+        strict = [isinstance(x, ToolCall) and x.repair == "strict" for x in calls]
+        assert strict == ([False, True] if t["metrics"]["malformed_calls"] else [True, True])  # repaired: rewritten
+    assert [r["metrics"]["repaired_calls"] for r in read(training)] == [1, 0, 0]
+    with pytest.raises(SystemExit):  # one format at a time
+        main(args(server, tmp_path / "x.jsonl", *common, "--chat-format", "--training-format"))
+
+
+def test_answer_prefix_is_continued_and_kept(server: ScriptedServer, tmp_path: Path) -> None:
+    out = tmp_path / "p.jsonl"
+    before = len(server.requests)
+    assert main(args(server, out, "--dataset", "easy", "--limit", "2", "--num-traces", "2",
+                     "--answer-prefix", "<think>\\n")) == 0
+    sent = server.requests[before:]
+    assert sent and all(r["messages"][-1] == {"role": "assistant", "content": "<think>\n"} for r in sent)
+    for r in read(out):
+        assert all(x["completion"].startswith("<think>\n") for x in r["rounds"])
+        assert not r["rounds"][0]["completion"].startswith("<think>\n<think>")  # continued, not repeated
+        assert r["metrics"]["success"] and r["metrics"]["think_blocks"] >= 1

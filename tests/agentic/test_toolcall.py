@@ -123,6 +123,28 @@ def test_each_repair_is_recorded(raw: str, code: str, repair: str) -> None:
     assert result.repair == repair
 
 
+# Shapes SmolLM2-135M wrote inside an unclosed <tool_call> (tests/agentic/model_toolcalls.jsonl): the call
+# is the first fenced block; prose and more blocks after it are not part of it, nor is the prose after a
+# closing fence whose opener was left out.
+FIRST = 'def add(a, b):\n    """Sum."""\n    return a + b'
+
+
+@pytest.mark.parametrize("raw", [
+    f"\n```python\n{FIRST}\n```\n\nHere's how you can test it:\n```python\nprint(add(2, 3))\n```\n\nDone.",
+    f"\n```python\n{FIRST}\n```\n\nTest the function:\n```python\nprint(add(2,",
+    f"\n{FIRST}\n```\n\nIn Python 3, `add` returns the sum. Example:\n```python\nprint(add(1, 2))\n```",
+])
+def test_the_first_fenced_block_is_the_call(raw: str) -> None:
+    result = parse_tool_call(raw)
+    assert isinstance(result, ToolCall) and result.code == FIRST and result.repair in ("fence+bare_code",), result
+
+
+def test_a_fence_that_is_part_of_the_code_still_closes_at_the_end() -> None:
+    raw = '```python\nprint("```")\nx = 1\n```'
+    result = parse_tool_call(raw)
+    assert isinstance(result, ToolCall) and result.code == 'print("```")\nx = 1'
+
+
 def test_python_literal_fallback_for_tuples() -> None:
     result = parse_tool_call("{'name': 'python', 'arguments': {'code': 'print(1)', 'shape': (2, 3)}}")
     assert isinstance(result, ToolCall) and result.repair == "python_literal"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from act_refs import REFERENCE
@@ -24,6 +25,7 @@ from comlrl.agentic.judge import (
     parse_judge_scores,
     register_judge,
 )
+from comlrl.config import ConfigError, load_config
 from comlrl.tasks.actions import ActionsTask, bundled_tasks_path
 from feedback.experts import ExpertError
 
@@ -228,3 +230,40 @@ def test_llm_judge_scores_reach_the_reward(sandbox, tmp_path: Path, monkeypatch:
         assert r4.judge is not None and r4.judge.source == "rule-fallback"
         assert r4.components["judge/llm"] == 0.0 and r4.components["judge/task_completion"] == 10.0
         task.close()
+
+
+def test_judge_prompt_from_a_file_replaces_the_rubric(sandbox, tmp_path: Path) -> None:
+    rubric = ("You grade ops work strictly. Give task_completion, action_quality, efficiency and creativity, "
+              "0-10 each, as one JSON object with a rationale.")
+    path = tmp_path / "rubric.txt"
+    path.write_text(rubric + "\n")
+    prob = next(p for p in load_action_tasks(bundled_tasks_path()) if p.task_id == "setup-api-app")
+    turns = REFERENCE[prob.task_id]
+    with ScriptedLLMServer(reply=VALID) as server:
+        cfg = load_config(None, ["task.name=actions", "magrpo.num_agents=2",
+                                 f"task.actions.judge=openai-compatible:judge-m@{server.base}/v1",
+                                 f"task.actions.judge_prompt={path}", "task.actions.judge_cache_dir=off"])
+        task = ActionsTask(sandbox, cfg.task.actions, root=str(tmp_path / "ws"))
+        done = task.score_paths([(prob, list(turns[1]), (tuple(turns[0]),))])[0]
+        task.close()
+        (req,) = server.requests
+    messages = req["body"]["messages"]
+    assert messages[0] == {"role": "system", "content": rubric}  # the file, not JUDGE_SYSTEM
+    assert messages[1]["content"].startswith(f"Task ({prob.pattern}): ")  # the case is unchanged
+    assert done.judge is not None and done.judge.source == "openai-compatible:judge-m"
+
+
+@pytest.mark.parametrize("content,message", [
+    (None, r"config error: task.actions.judge_prompt: cannot read '.*rubric.txt' \(FileNotFoundError\)$"),
+    ("  \n", r"config error: task.actions.judge_prompt: '.*rubric.txt' is empty$"),
+    ("Rate it 0-10 as JSON.", r"'.*rubric.txt' never names task_completion, action_quality, efficiency, creativity;"),
+])
+def test_bad_judge_prompt_files_fail_at_start(tmp_path: Path, content: str | None, message: str) -> None:
+    path = tmp_path / "rubric.txt"
+    if content is not None:
+        path.write_text(content)
+    opts = SimpleNamespace(judge="openai-compatible:m@http://127.0.0.1:9/v1", judge_prompt=str(path))
+    with pytest.raises(ConfigError, match=message):
+        ActionsTask(None, opts, root=str(tmp_path / "ws"))
+    with pytest.raises(ConfigError, match="task.actions.judge_prompt=.* expected null with task.actions.judge=rule"):
+        load_config(None, ["task.name=actions", "magrpo.num_agents=2", f"task.actions.judge_prompt={path}"])
