@@ -217,15 +217,18 @@ def test_exit_inside_the_call(fast_sb: Sandbox) -> None:
     assert r.status == "crashed" and "exited with status 0" in r.message
 
 
-@pytest.mark.parametrize("code", [
-    "class X:\n    __eq__ = lambda *a: True\n    __ne__ = lambda *a: False\ndef f():\n    return X()\n",
-    "class I(int):\n    __eq__ = lambda *a: True\ndef f():\n    return I(7)\n",
-    "class L(list):\n    __eq__ = lambda *a: True\ndef f():\n    return [L()]\n",
+@pytest.mark.parametrize(("code", "crossed"), [
+    ("class X:\n    __eq__ = lambda *a: True\n    __ne__ = lambda *a: False\ndef f():\n    return X()\n",
+     "<__solution__.X object at 0x"),
+    ("class I(int):\n    __eq__ = lambda *a: True\ndef f():\n    return I(7)\n", "7 "),
+    ("class L(list):\n    __eq__ = lambda *a: True\ndef f():\n    return [L()]\n", "[[]] "),
 ])
-def test_eq_always_true(fast_sb: Sandbox, code: str) -> None:
+def test_eq_always_true(fast_sb: Sandbox, code: str, crossed: str) -> None:
+    # The object's methods stay in the solution's process: an int/list subclass crosses as its plain data,
+    # anything else as an opaque value (truth and repr) that is equal to nothing.
     r = attack(fast_sb, code, "assert candidate() == 1\nassert not (candidate() != 1)")
-    assert [a.error_type for a in r.asserts] == ["TypeError", "TypeError"]
-    assert "only plain data" in r.asserts[0].message
+    assert [a.status for a in r.asserts] == ["failed", "failed"]
+    assert r.asserts[0].message.startswith("assert " + crossed)
 
 
 def test_monkeypatching_builtins_and_harness(fast_sb: Sandbox) -> None:
