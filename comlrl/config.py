@@ -137,6 +137,8 @@ class MagrpoConfig:
 class ExternalConfig:
     mode: str = "level_feedback"  # level_feedback | level_passed | passed | plain | expert_edits
     sandbox_slice: Any = 1  # 1 first assert, n>0 first n, 0/null/'all' all, n<0 last |n|
+    sandbox_slice_of: str = "tests"  # tests: slice all eval asserts (with outcomes) | failing: only failing ones
+    passed_context: str = "minimal"  # passed/level_passed: minimal (own code + outcome) | full (+ teammates, history)
     include_original_prompt: bool = True
     include_history: bool = True
     expert_edits_model: str = "deepseek:deepseek-coder"
@@ -204,6 +206,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "magrpo.loss.aggregation": ("token_mean", "seq_mean"),
     "magrpo.lr_schedule": ("constant", "linear", "cosine"),
     "external.mode": ("level_feedback", "level_passed", "passed", "plain", "expert_edits"),
+    "external.sandbox_slice_of": ("tests", "failing"),
+    "external.passed_context": ("minimal", "full"),
     "external.expert_fallback": ("level_feedback", "level_passed", "passed", "plain"),
     "sandbox.isolation": ("auto", "bwrap", "unshare", "subprocess"),
 }
