@@ -676,6 +676,7 @@ def _standard_modules(pairs: list) -> dict[str, str]:
     """{bound name: module name} for the solution's imports of standard-library modules, from its (untrusted)
     `ready` message: only well-formed names whose top-level package is in this interpreter's standard
     library; nothing the solution wrote is ever executed or imported from its files."""
+    standard = getattr(sys, "stdlib_module_names", frozenset())  # Python >= 3.10; older: none are shared
     out = {}
     for pair in pairs[:1000]:
         if not (type(pair) is tuple and len(pair) == 2 and type(pair[0]) is str and type(pair[1]) is str):
@@ -684,7 +685,7 @@ def _standard_modules(pairs: list) -> dict[str, str]:
         parts = module.split(".")
         top = parts[0]
         if (alias.isidentifier() and len(module) <= 200 and all(p.isidentifier() for p in parts)
-                and top in sys.stdlib_module_names and not top.startswith("_") and top not in _NO_JUDGE_IMPORT):
+                and top in standard and not top.startswith("_") and top not in _NO_JUDGE_IMPORT):
             out[alias] = module
     return out
 

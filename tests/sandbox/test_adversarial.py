@@ -259,6 +259,37 @@ def test_forged_frames_on_the_call_pipe(fast_sb: Sandbox) -> None:
     assert r.status == "crashed" and "not plain data" in r.message
 
 
+def test_forged_opaque_values_are_still_equal_to_nothing(fast_sb: Sandbox) -> None:
+    # An "opaque value" persistent id made by hand, claiming truth and a repr that looks like the answer;
+    # then a persistent id of another shape, which ends the run.
+    code = ("import io, os, pickle\n"
+            "class P(pickle.Pickler):\n    def persistent_id(self, o):\n"
+            "        return o if isinstance(o, tuple) and o[:1] in (('opaque',), ('evil',)) else None\n"
+            "def frame(value):\n    b = io.BytesIO()\n    P(b, protocol=5).dump(('ok', value, []))\n"
+            "    os.write(4, len(b.getvalue()).to_bytes(4, 'big') + b.getvalue())\n"
+            "def f():\n    frame(('opaque', True, '1'))\n    frame(('evil', 1))\n    return 3\n")
+    r = attack(fast_sb, code, "assert candidate() == 1\nassert candidate() == 1")
+    assert r.asserts[0].message == "assert 1 == 1"  # the forged value's repr, yet not equal
+    assert r.status == "crashed" and "not plain data" in r.message
+
+
+def test_forged_module_list_imports_only_harmless_standard_modules(fast_sb: Sandbox) -> None:
+    # The solution writes its own `ready` frame naming modules whose import acts, private modules and
+    # paths; the judge imports none of them (and the real `ready` then breaks the call protocol).
+    code = ("import os, pickle\n"
+            "mods = [('this', 'this'), ('ag', 'antigravity'), ('s', 'site'), ('p', '_posixsubprocess'),"
+            " ('x', '../../tmp/x'), ('t', 'tkinter')]\n"
+            "msg = pickle.dumps(('ready', ['f'], mods), protocol=5)\n"
+            "os.write(4, len(msg).to_bytes(4, 'big') + msg)\n"
+            "def f():\n    return 1\n")
+    body = ("assert this or ag or s or p or x or t\n"
+            "import sys\nassert not {'this', 'antigravity', 'tkinter'} & set(sys.modules)\n"
+            "assert candidate() == 1")
+    r = fast_sb.run(code, check_body(body))
+    assert [a.status for a in r.asserts[:2]] == ["error", "passed"] and r.asserts[0].error_type == "NameError"
+    assert r.passed == 1 and r.asserts[2].status != "passed"
+
+
 def test_judge_memory_is_out_of_reach(fast_sb: Sandbox) -> None:
     code = ("import os\ndef f():\n    got = []\n    for what in ('mem', 'environ', 'fd/1', 'fd/3', 'maps'):\n"
             "        try:\n            open('/proc/%d/%s' % (os.getppid(), what), 'rb').read(1)\n"
