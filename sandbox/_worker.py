@@ -16,10 +16,11 @@ Process tree of one worker::
 The assert expressions are evaluated in the judge, on values decoded by a pickle loader that refuses
 every class: a result can only be int/float/str/bytes/bool/None and lists/tuples/dicts/sets of them
 (subclasses are converted to their base type in the candidate) or an opaque value that carries only a
-truth value and a repr and equals nothing, so an object whose `__eq__` always says True cannot cross. Exiting early, printing, patching
-builtins or killing its parent only ever produces "no answer" -> failure, because nothing the candidate
-writes is read as a verdict. Since candidates are forked from the template, the tests are never in a
-candidate's address space. One fork per run (an earlier design forked a judge too: ~40% more CPU).
+truth value and a repr and equals nothing, so an object whose `__eq__` always says True cannot cross.
+Exiting early, printing, patching builtins or killing its parent only ever produces "no answer" ->
+failure, because nothing the candidate writes is read as a verdict. Since candidates are forked from the
+template, the tests are never in a candidate's address space. One fork per run (an earlier design forked
+a judge too: ~40% more CPU).
 
 Wire format with the trainer: frames of a 4-byte big-endian length then the payload. A job is three
 frames (JSON header, solution code, JSON tests); the answer is one JSON frame.
@@ -638,10 +639,10 @@ class _Proxy:
 
 
 class _JudgeGlobals(dict):
-    """Test namespace. A name the tests do not define resolves, in this order, to: a builtin; the solution's
-    function of that name, which shadows a builtin only when it is the entry point (the dataset says the
-    tests mean it; a helper `abs` returning 0 must not fake `abs(candidate(x) - y) < eps`); a standard
-    module the solution imported under that name, imported here by the judge from its own library."""
+    """Test namespace. A name the tests do not define resolves, in this order, to: the entry point (even
+    over a builtin: the dataset says the tests mean it); a builtin (a solution helper `abs` returning 0
+    must not fake `abs(candidate(x) - y) < eps`); the solution's other functions; a standard module the
+    solution imported under that name, imported here by the judge from its own library."""
 
     def __init__(self, chan: _Channel, names: frozenset, entry: str | None, modules: dict[str, str]) -> None:
         super().__init__()
