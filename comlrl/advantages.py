@@ -3,7 +3,8 @@
 Each agent's G completions at a node form one sibling group. A completion's value is the mean return
 of the joint actions that contain it: in `align` mode that is its own joint action's return; in `cross`
 mode the mean over the G^(N-1) joint actions it appears in. Using the mean (not the sum) keeps the
-advantage scale the same in both modes. Baseline and scaling are independent switches.
+advantage scale the same in both modes; `credit="sum"` is CoMLRL's choice, for reproducing it.
+Baseline and scaling are independent switches.
 """
 
 from __future__ import annotations
@@ -14,14 +15,19 @@ from dataclasses import dataclass
 
 from comlrl.tree import Node
 
-BASELINES = ("mean", "loo", "none")
+BASELINES = ("mean", "loo", "max", "none")
 SCALES = ("group", "none")
+CREDITS = ("mean", "sum")
 
 
 def completion_values(
-    joint: Sequence[tuple[int, ...]], returns: Sequence[float], agent: int, num_generations: int
+    joint: Sequence[tuple[int, ...]], returns: Sequence[float], agent: int, num_generations: int,
+    credit: str = "mean",
 ) -> list[float]:
-    """Mean return of the joint actions containing each of `agent`'s completions."""
+    """Mean (or, `credit="sum"`, sum) of the returns of the joint actions containing each of `agent`'s
+    completions."""
+    if credit not in CREDITS:
+        raise ValueError(f"credit={credit!r}; expected one of {CREDITS}")
     sums = [0.0] * num_generations
     counts = [0] * num_generations
     for action, ret in zip(joint, returns, strict=True):
@@ -30,13 +36,17 @@ def completion_values(
         counts[k] += 1
     if 0 in counts:
         raise ValueError(f"agent {agent} has a completion that appears in no joint action: counts {counts}")
+    if credit == "sum":
+        return sums
     return [s / c for s, c in zip(sums, counts, strict=True)]
 
 
 def group_advantages(
     values: Sequence[float], baseline: str = "mean", scale: str = "group", eps: float = 1e-6
 ) -> list[float] | None:
-    """Advantages of one sibling group, or None when all values are equal (no signal)."""
+    """Advantages of one sibling group, or None when the group carries no signal: all values equal with
+    a baseline (every advantage would be 0) or with group scaling (no spread to scale by). Without a
+    baseline or scaling (REINFORCE on raw returns) equal non-zero values still push their completions."""
     n = len(values)
     if n < 2:
         raise ValueError("a sibling group needs at least 2 completions")
@@ -44,11 +54,14 @@ def group_advantages(
         raise ValueError(f"baseline={baseline!r}; expected one of {BASELINES}")
     if scale not in SCALES:
         raise ValueError(f"scale={scale!r}; expected one of {SCALES}")
-    if max(values) - min(values) <= 1e-12:
+    if max(values) - min(values) <= 1e-12 and (baseline != "none" or scale == "group" or not any(values)):
         return None
     mean = sum(values) / n
     if baseline == "mean":
         centred = [v - mean for v in values]
+    elif baseline == "max":  # CoMLRL's "max": every completion but the best is pushed down
+        best = max(values)
+        centred = [v - best for v in values]
     elif baseline == "loo":  # leave-one-out: baseline of k is the mean of the other n-1
         total = sum(values)
         centred = [v - (total - v) / (n - 1) for v in values]
@@ -70,7 +83,8 @@ class AdvantageStats:
 
 
 def assign_advantages(
-    roots: Sequence[Node], num_agents: int, num_generations: int, baseline: str, scale: str, eps: float
+    roots: Sequence[Node], num_agents: int, num_generations: int, baseline: str, scale: str, eps: float,
+    credit: str = "mean",
 ) -> AdvantageStats:
     """Fill `node.advantages[agent]` for every node; returns must be backed up first."""
     stats = AdvantageStats()
@@ -78,7 +92,7 @@ def assign_advantages(
         for node in root.walk():
             node.advantages = []
             for agent in range(num_agents):
-                values = completion_values(node.joint, node.returns, agent, num_generations)
+                values = completion_values(node.joint, node.returns, agent, num_generations, credit)
                 adv = group_advantages(values, baseline, scale, eps)
                 stats.groups += 1
                 stats.skipped += adv is None

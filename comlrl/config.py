@@ -116,14 +116,15 @@ class TaskConfig:
 
 @dataclass
 class AdvantageConfig:
-    baseline: str = "mean"  # mean | loo | none
+    credit: str = "mean"  # cross mode: mean | sum (CoMLRL) of the returns of a completion's joint actions
+    baseline: str = "mean"  # mean | loo | max | none
     scale: str = "group"  # group (divide by sibling std) | none (Dr.GRPO)
     eps: float = 1e-6
 
 
 @dataclass
 class LossConfig:
-    aggregation: str = "token_mean"  # token_mean | seq_mean
+    aggregation: str = "token_mean"  # token_mean | seq_mean | seq_sum (CoMLRL)
     clip_eps: float | None = None  # PPO ratio clip; needed for inner_epochs > 1
     inner_epochs: int = 1
     kl_coef: float = 0.0  # KL to the base model (adapters off)
@@ -135,7 +136,7 @@ class MagrpoConfig:
     num_agents: int = 2
     num_turns: int = 2
     num_generations: int = 4
-    joint_mode: str = "align"  # align (G joint actions per node) | cross (G^N)
+    joint_mode: str = "align"  # align (G joint actions per node) | cross (G^N); CoMLRL's aligned / crossed too
     early_termination_threshold: float | None = None  # raw reward units; null disables
     discount: float = 1.0
     advantage: AdvantageConfig = field(default_factory=AdvantageConfig)
@@ -151,6 +152,8 @@ class MagrpoConfig:
 class ExternalConfig:
     mode: str = "level_feedback"  # level_feedback | level_passed | passed | plain | expert_edits
     sandbox_slice: Any = 1  # 1 first assert, n>0 first n, 0/null/'all' all, n<0 last |n|
+    sandbox_slice_of: str = "tests"  # tests: slice all eval asserts (with outcomes) | failing: only failing ones
+    passed_context: str = "minimal"  # passed/level_passed: minimal (own code + outcome) | full (+ teammates, history)
     include_original_prompt: bool = True
     include_history: bool = True
     expert_edits_model: str = "deepseek:deepseek-coder"
@@ -231,16 +234,21 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "dataset.name": ("easy", "humaneval", "jsonl", "hf"),
     "task.name": ("code_collab", "code_single", "tool_agent", "actions"),
     "magrpo.joint_mode": ("align", "cross"),
-    "magrpo.advantage.baseline": ("mean", "loo", "none"),
+    "magrpo.advantage.credit": ("mean", "sum"),
+    "magrpo.advantage.baseline": ("mean", "loo", "max", "none"),
     "magrpo.advantage.scale": ("group", "none"),
-    "magrpo.loss.aggregation": ("token_mean", "seq_mean"),
+    "magrpo.loss.aggregation": ("token_mean", "seq_mean", "seq_sum"),
     "magrpo.lr_schedule": ("constant", "linear", "cosine"),
     "external.mode": ("level_feedback", "level_passed", "passed", "plain", "expert_edits"),
+    "external.sandbox_slice_of": ("tests", "failing"),
+    "external.passed_context": ("minimal", "full"),
     "external.expert_fallback": ("level_feedback", "level_passed", "passed", "plain"),
     "sandbox.isolation": ("auto", "bwrap", "unshare", "subprocess"),
     "rollout.engine": ("hf", "vllm"),
 }
 
+# CoMLRL's spellings, accepted and stored as ours.
+JOINT_MODE_ALIASES = {"aligned": "align", "crossed": "cross"}
 TASK_AGENTS = {"code_collab": 2, "code_single": 1, "tool_agent": 1, "actions": 2}
 _ = MISSING  # re-exported for schema users
 
@@ -276,6 +284,7 @@ def normalize_slice(value: Any) -> int | None:
 
 def validate(cfg: RunConfig) -> RunConfig:
     """Check values the schema's types cannot express; raises ConfigError naming the first bad key."""
+    cfg.magrpo.joint_mode = JOINT_MODE_ALIASES.get(cfg.magrpo.joint_mode, cfg.magrpo.joint_mode)
     for key, allowed in CHOICES.items():
         value = _get(cfg, key)
         _require(value in allowed, key, value, "one of: " + ", ".join(allowed))

@@ -2,7 +2,7 @@
 
 Pure tensor functions. A step's samples are processed in micro-batches; each micro-batch's loss is
 divided by the normaliser of the WHOLE step (token count or sequence count), so summing micro-batch
-gradients gives exactly the full-batch `token_mean` or `seq_mean` gradient.
+gradients gives exactly the full-batch `token_mean`, `seq_mean` or `seq_sum` gradient.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import math
 
 import torch
 
-AGGREGATIONS = ("token_mean", "seq_mean")
+AGGREGATIONS = ("token_mean", "seq_mean", "seq_sum")
 
 
 def completion_mask(completion_ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -60,20 +60,24 @@ def aggregate(
 
     token_mean: sum of masked token losses / `normaliser` (= tokens in the whole step).
     seq_mean:   sum over sequences of (mean of its tokens) / `normaliser` (= sequences in the whole step).
+    seq_sum:    sum over sequences of (sum of its tokens) / `normaliser` (= sequences in the whole step):
+                CoMLRL's per-sequence summed log-prob loss, where a long completion weighs more.
     """
     if how == "token_mean":
         return (token_loss * mask).sum() / normaliser
     if how == "seq_mean":
         per_seq = (token_loss * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
         return per_seq.sum() / normaliser
+    if how == "seq_sum":
+        return (token_loss * mask).sum() / normaliser
     raise ValueError(f"aggregation={how!r}; expected one of {AGGREGATIONS}")
 
 
 def step_normaliser(lengths: list[int], how: str) -> float:
-    """Tokens (token_mean) or sequences (seq_mean) of a whole step; at least 1."""
+    """Tokens (token_mean) or sequences (seq_mean, seq_sum) of a whole step; at least 1."""
     if how == "token_mean":
         return float(max(1, sum(lengths)))
-    if how == "seq_mean":
+    if how in ("seq_mean", "seq_sum"):
         return float(max(1, len(lengths)))
     raise ValueError(f"aggregation={how!r}; expected one of {AGGREGATIONS}")
 

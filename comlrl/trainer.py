@@ -344,7 +344,7 @@ def training_step(comp: Components, step: int) -> tuple[dict[str, float], list[d
     for root in roots:
         backup_returns(root, m.discount)
     adv_stats = assign_advantages(roots, m.num_agents, m.num_generations, m.advantage.baseline,
-                                  m.advantage.scale, m.advantage.eps)
+                                  m.advantage.scale, m.advantage.eps, credit=m.advantage.credit)
     t_roll = time.perf_counter() - t0
     comp.engine.idle()
     t_update = time.perf_counter()

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+SLICE_OF = ("tests", "failing")
+CONTEXTS = ("minimal", "full")
 Message = dict[str, str]
 Messages = list[Message]
 
@@ -57,6 +59,8 @@ class FeedbackOptions:
     """Rendering switches from `external.*` plus caps that keep prompts inside the token budget."""
 
     sandbox_slice: int | str | None = 1
+    sandbox_slice_of: str = "tests"  # tests: the slice of all eval asserts, with outcomes | failing: of the failing ones
+    passed_context: str = "minimal"  # passed / level_passed: minimal (own latest code) | full (as level_feedback)
     include_original_prompt: bool = True
     include_history: bool = True
     max_problem_chars: int = 2000
@@ -70,8 +74,15 @@ class FeedbackOptions:
     @classmethod
     def from_config(cls, external_cfg: Any) -> FeedbackOptions:
         """Read the `external` config section (any object with those attributes)."""
+        slice_of = str(getattr(external_cfg, "sandbox_slice_of", "tests"))
+        context = str(getattr(external_cfg, "passed_context", "minimal"))
+        for key, value, allowed in (("sandbox_slice_of", slice_of, SLICE_OF), ("passed_context", context, CONTEXTS)):
+            if value not in allowed:
+                raise ValueError(f"external.{key}={value!r} is not allowed; expected one of: {', '.join(allowed)}")
         return cls(
             sandbox_slice=getattr(external_cfg, "sandbox_slice", 1),
+            sandbox_slice_of=slice_of,
+            passed_context=context,
             include_original_prompt=bool(getattr(external_cfg, "include_original_prompt", True)),
             include_history=bool(getattr(external_cfg, "include_history", True)),
         )

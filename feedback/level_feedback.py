@@ -1,7 +1,8 @@
 """`level_feedback` (default): per-agent diagnostics, level by level, then a revise instruction.
 
 Definitions found or missing, syntax errors with line/column, tests passed p/t with the
-`sandbox_slice` failing asserts and their errors, helper-usage notes and the reward's notes. Every
+`sandbox_slice` asserts with their outcomes (of all eval asserts, or of the failing ones with
+`sandbox_slice_of="failing"`), helper-usage notes and the reward's notes. Every
 fact comes from the one execution that scored the reward: nothing is run again here.
 """
 

@@ -1,7 +1,8 @@
 """`level_passed`: one pass/fail signal per level (definitions, syntax, tests, helper usage).
 
 Compact on purpose: no failing cases, no error messages, so `sandbox_slice` has no effect. Tests show
-p/t because the count is itself the level's signal.
+p/t because the count is itself the level's signal. Minimal context by default, like `passed`
+(`external.passed_context`).
 """
 
 from __future__ import annotations
@@ -30,4 +31,4 @@ def signals(ctx: FeedbackContext) -> str:
 
 def build(ctx: FeedbackContext, opts: FeedbackOptions) -> list[Messages]:
     text = signals(ctx)  # the same joint signals for every agent
-    return [assemble(ctx, i, opts, text) for i in range(ctx.num_agents)]
+    return [assemble(ctx, i, opts, text, minimal=opts.passed_context == "minimal") for i in range(ctx.num_agents)]

@@ -1,4 +1,8 @@
-"""`passed`: one binary signal, whether the joint action passes every level, and nothing else."""
+"""`passed`: one binary signal, whether the joint action passes every level, and nothing else.
+
+Minimal context by default (`external.passed_context`): the agent's own latest code, the signal and the
+revise instruction; no teammates' code, no older attempts. `full` gives it level_feedback's context.
+"""
 
 from __future__ import annotations
 
@@ -12,4 +16,4 @@ def all_levels_passed(ctx: FeedbackContext) -> bool:
 
 def build(ctx: FeedbackContext, opts: FeedbackOptions) -> list[Messages]:
     text = ("All checks passed." if all_levels_passed(ctx) else "Not all checks passed.")
-    return [assemble(ctx, i, opts, text) for i in range(ctx.num_agents)]
+    return [assemble(ctx, i, opts, text, minimal=opts.passed_context == "minimal") for i in range(ctx.num_agents)]

@@ -38,8 +38,12 @@ def code_block(code: str, limit: int) -> str:
     return f"```python\n{body}\n```"
 
 
-def context_sections(ctx: FeedbackContext, agent: int, opts: FeedbackOptions) -> list[str]:
-    """Problem, role, own history and teammates' latest code: the mode-independent part of the prompt."""
+def context_sections(ctx: FeedbackContext, agent: int, opts: FeedbackOptions, minimal: bool = False) -> list[str]:
+    """Problem, role, own history and teammates' latest code: the mode-independent part of the prompt.
+
+    `minimal` keeps only the problem, the role and the agent's own latest code (no older attempts, no
+    teammates' code): the context of the outcome-only modes `passed` and `level_passed`.
+    """
     parts: list[str] = []
     if opts.include_original_prompt and ctx.problem.strip():
         parts.append("Problem:\n" + cap(ctx.problem.strip("\n"), opts.max_problem_chars))
@@ -48,12 +52,12 @@ def context_sections(ctx: FeedbackContext, agent: int, opts: FeedbackOptions) ->
     instr = ctx.role_instructions[agent].strip()
     parts.append(who + ("\n" + instr if instr else ""))
     hist = ctx.history[agent]
-    if opts.include_history and len(hist) > 1:
+    if opts.include_history and len(hist) > 1 and not minimal:
         older = [f"Attempt {t}:\n{code_block(extract_code(r), opts.max_history_chars)}" for t, r in
                  enumerate(hist[:-1], start=1)]
         parts.append("Your earlier attempts (oldest first):\n" + "\n".join(older))
     parts.append("Your latest code:\n" + code_block(extract_code(ctx.latest(agent)), opts.max_code_chars))
-    if n > 1:
+    if n > 1 and not minimal:
         mates = [f"{ctx.role_names[j]}:\n{code_block(extract_code(ctx.latest(j)), opts.max_code_chars)}"
                  for j in range(n) if j != agent]
         parts.append("Your teammates' latest code:\n" + "\n".join(mates))
@@ -67,9 +71,9 @@ def revise_instruction(ctx: FeedbackContext, agent: int) -> str:
 
 
 def assemble(ctx: FeedbackContext, agent: int, opts: FeedbackOptions, feedback: str | None,
-             instruction: str | None = None) -> Messages:
+             instruction: str | None = None, minimal: bool = False) -> Messages:
     """`[system, user]` for one agent; `feedback=None` leaves the feedback section out (plain mode)."""
-    parts = context_sections(ctx, agent, opts)
+    parts = context_sections(ctx, agent, opts, minimal)
     if feedback is not None:
         parts.append("Feedback:\n" + feedback.strip("\n"))
     parts.append(instruction if instruction is not None else revise_instruction(ctx, agent))
@@ -168,11 +172,13 @@ def run_problem(ctx: FeedbackContext, limit: int, detail: bool = True) -> str | 
     return RUN_PROBLEMS[status] + (f": {text}" if text else "")
 
 
-def failing_asserts(ctx: FeedbackContext) -> list[Any]:
+def all_asserts(ctx: FeedbackContext) -> list[Any]:
     ex = exec_result(ctx)
-    if ex is None:
-        return []
-    return [a for a in as_list(getattr(ex, "asserts", None)) if getattr(a, "status", "") in FAILING]
+    return [] if ex is None else as_list(getattr(ex, "asserts", None))
+
+
+def failing_asserts(ctx: FeedbackContext) -> list[Any]:
+    return [a for a in all_asserts(ctx) if getattr(a, "status", "") in FAILING]
 
 
 def _slice(items: Sequence[Any], sandbox_slice: int | str | None) -> list[Any]:
@@ -196,23 +202,34 @@ def slice_label(sandbox_slice: int | str | None, shown: int, total: int) -> str:
 
 
 def assert_lines(ctx: FeedbackContext, opts: FeedbackOptions) -> list[str]:
-    """The `sandbox_slice` failing asserts of the one execution that scored the reward, with their errors."""
-    failing = failing_asserts(ctx)
-    if not failing:
+    """The `sandbox_slice` asserts of the one execution that scored the reward, with their outcomes.
+
+    `sandbox_slice_of="tests"`: the slice of all asserts in test order, passing or failing (the key's
+    documented meaning); `"failing"`: the slice of the failing ones only.
+    """
+    failing_only = opts.sandbox_slice_of == "failing"
+    pool = failing_asserts(ctx) if failing_only else all_asserts(ctx)
+    if not pool:
         return []
-    shown = _slice(failing, opts.sandbox_slice)[: opts.max_shown_asserts]
-    lines = [f"- Failing asserts ({slice_label(opts.sandbox_slice, len(shown), len(failing))}):"]
+    shown = _slice(pool, opts.sandbox_slice)[: opts.max_shown_asserts]
+    title = "Failing asserts" if failing_only else "Asserts"
+    lines = [f"- {title} ({slice_label(opts.sandbox_slice, len(shown), len(pool))}):"]
     for a in shown:
         src = one_line(getattr(a, "source", ""), opts.max_assert_chars)
-        status = getattr(a, "status", "failed")
-        if status == "timeout":
-            err = "timed out"
-        else:
-            etype = getattr(a, "error_type", None) or ("AssertionError" if status == "failed" else "Error")
-            msg = one_line(getattr(a, "message", "") or "", opts.max_error_chars)
-            err = f"{etype}: {msg}" if msg else str(etype)
-        lines.append(f"  {src}\n    -> {err}")
+        lines.append(f"  {src}\n    -> {_outcome(a, opts)}")
     return lines
+
+
+_OUTCOME_WORDS = {"passed": "passed", "not_run": "not run", "timeout": "timed out"}
+
+
+def _outcome(a: Any, opts: FeedbackOptions) -> str:
+    status = getattr(a, "status", "failed")
+    if status in _OUTCOME_WORDS:
+        return _OUTCOME_WORDS[status]
+    etype = getattr(a, "error_type", None) or ("AssertionError" if status == "failed" else "Error")
+    msg = one_line(getattr(a, "message", "") or "", opts.max_error_chars)
+    return f"{etype}: {msg}" if msg else str(etype)
 
 
 def helper_usage(ctx: FeedbackContext) -> tuple[bool, str] | None:

@@ -14,11 +14,13 @@ Process tree of one worker::
                      arguments") with plain data over a pipe.
 
 The assert expressions are evaluated in the judge, on values decoded by a pickle loader that refuses
-every class: a result can only be int/float/str/bytes/bool/None and lists/tuples/dicts/sets of them,
-so an object whose `__eq__` always says True cannot even cross. Exiting early, printing, patching
-builtins or killing its parent only ever produces "no answer" -> failure, because nothing the candidate
-writes is read as a verdict. Since candidates are forked from the template, the tests are never in a
-candidate's address space. One fork per run (an earlier design forked a judge too: ~40% more CPU).
+every class: a result can only be int/float/str/bytes/bool/None and lists/tuples/dicts/sets of them
+(subclasses are converted to their base type in the candidate) or an opaque value that carries only a
+truth value and a repr and equals nothing, so an object whose `__eq__` always says True cannot cross.
+Exiting early, printing, patching builtins or killing its parent only ever produces "no answer" ->
+failure, because nothing the candidate writes is read as a verdict. Since candidates are forked from the
+template, the tests are never in a candidate's address space. One fork per run (an earlier design forked
+a judge too: ~40% more CPU).
 
 Wire format with the trainer: frames of a 4-byte big-endian length then the payload. A job is three
 frames (JSON header, solution code, JSON tests); the answer is one JSON frame.
@@ -54,6 +56,7 @@ PR_SET_NO_NEW_PRIVS = 38
 _PLAIN_SCALARS = (type(None), bool, int, float, complex, str, bytes)
 _PLAIN_CONTAINERS = (list, tuple, set, frozenset, dict, bytearray)
 _MUTABLE = (list, dict, set, bytearray)
+_PLAIN_BASES = frozenset((int, float, complex, str, bytes) + _PLAIN_CONTAINERS)  # bool cannot be subclassed
 
 
 # ----------------------------------------------------------------------------------------------- framing
@@ -217,7 +220,50 @@ class _PlainUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"{module}.{name} is not plain data")
 
     def persistent_load(self, pid: object) -> object:
-        raise pickle.UnpicklingError("persistent ids are not allowed")
+        if (type(pid) is tuple and len(pid) == 3 and type(pid[0]) is str and pid[0] == "opaque"
+                and type(pid[1]) in (bool, type(None)) and type(pid[2]) is str):
+            return _Opaque(pid[1], _short(pid[2], 1000))
+        raise pickle.UnpicklingError("persistent ids other than opaque values are not allowed")
+
+
+class _Opaque:
+    """In the judge: a value the solution returned that is not plain data (a `re.Match`, a generator, a
+    custom object). Only its truth value and repr crossed; it is equal to nothing, itself included, so no
+    `==` test can pass on it, and it cannot be passed back to the solution."""
+
+    __slots__ = ("_truth", "_text")
+
+    def __init__(self, truth: bool | None, text: str) -> None:
+        self._truth = truth
+        self._text = text
+
+    def _only(self, what: str) -> str:
+        return f"the solution returned {self._text}, which crosses the sandbox only as its truth value and repr; {what}"
+
+    def __bool__(self) -> bool:
+        if self._truth is None:
+            raise TypeError(self._only("its __bool__ raised in the solution"))
+        return self._truth
+
+    def __repr__(self) -> str:
+        return self._text
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+    def __ne__(self, other: object) -> bool:
+        return True
+
+    __hash__ = object.__hash__
+
+    def __getattr__(self, name: str) -> NoReturn:
+        raise AttributeError(self._only(f"it has no attribute {name!r} here"))
+
+    def __iter__(self) -> NoReturn:
+        raise TypeError(self._only("it cannot be iterated here"))
+
+    def __reduce_ex__(self, protocol: object) -> NoReturn:
+        raise TypeError(self._only("it cannot be passed back to the solution"))
 
 
 def _plain_loads(data: bytes) -> Any:
@@ -246,6 +292,72 @@ def _check_plain(value: object, depth: int = 0) -> str | None:
                 return bad
         return None
     return f"an object of type {getattr(t, '__module__', '?')}.{getattr(t, '__qualname__', t.__name__)}"
+
+
+class _OpaqueOut:
+    """Candidate-side stand-in for a value that is not plain data: only its truth value and repr cross
+    (truth None: its `__bool__` raised)."""
+
+    __slots__ = ("truth", "text")
+
+    def __init__(self, value: object) -> None:
+        try:
+            self.truth = bool(value)
+        except Exception:
+            self.truth = None
+        self.text = _safe_repr(value, 1000)
+
+
+class _NotPlain(Exception):
+    pass
+
+
+def _to_plain(value: object, opaque: list, depth: int = 0) -> Any:
+    """A copy of `value` in exact builtin types: subclasses of plain types (Counter, OrderedDict,
+    defaultdict, named tuples, IntEnum, str subclasses) become their base type, read from the base type's
+    own storage; any other object becomes an `_OpaqueOut` (also appended to `opaque`). Runs in the
+    candidate: whatever a subclass does here stays in its own process."""
+    t = type(value)
+    if t in _PLAIN_SCALARS:
+        return value
+    if depth > 200:
+        raise _NotPlain("a value nested more than 200 levels deep")
+    base = next((b for b in t.__mro__ if b in _PLAIN_BASES), None)
+    if base is None:
+        out = _OpaqueOut(value)
+        opaque.append(out)
+        return out
+    if base is int:
+        return int.__int__(value)
+    if base is float:
+        return float.__float__(value)
+    if base is complex:
+        return complex(complex.real.__get__(value), complex.imag.__get__(value))
+    if base is str:
+        return str.__str__(value)
+    if base is bytes:
+        return bytes.__getitem__(value, slice(None))
+    if base is bytearray:
+        return bytearray.copy(value)
+    if base is dict:
+        return {_to_plain(k, opaque, depth + 1): _to_plain(v, opaque, depth + 1) for k, v in dict.items(value)}
+    items = [_to_plain(x, opaque, depth + 1) for x in base.__iter__(value)]
+    return items if base is list else base(items)
+
+
+class _OpaquePickler(pickle.Pickler):
+    """Sends `_OpaqueOut` values as persistent ids, the only kind the judge's loader accepts."""
+
+    def persistent_id(self, obj: object) -> tuple | None:
+        return ("opaque", obj.truth, obj.text) if type(obj) is _OpaqueOut else None
+
+
+def _dumps(msg: tuple, opaque: bool) -> bytes:
+    if not opaque:
+        return pickle.dumps(msg, protocol=5)
+    buf = io.BytesIO()
+    _OpaquePickler(buf, protocol=5).dump(msg)
+    return buf.getvalue()
 
 
 # ----------------------------------------------------------------------------------------- candidate
@@ -297,9 +409,9 @@ def _candidate_main(cfg: dict, job: dict, code: str, req_r: int, rsp_w: int) -> 
     except BaseException:
         os._exit(70)
 
-    def send(msg: tuple) -> None:
+    def send(msg: tuple, opaque: bool = False) -> None:
         try:
-            data = pickle.dumps(msg, protocol=5)
+            data = _dumps(msg, opaque)
         except BaseException as e:  # an unpicklable payload is reported, never crashes the loop
             data = pickle.dumps(("bad", f"value could not be serialised: {_short(e, 200)}"), protocol=5)
         _write_frame(4, data)
@@ -313,7 +425,14 @@ def _candidate_main(cfg: dict, job: dict, code: str, req_r: int, rsp_w: int) -> 
         finally:
             os._exit(0)
     names = sorted(k for k, v in list(ns.items()) if callable(v) and type(v).__name__ != "module")
-    send(("ready", names))
+    modules = []  # (bound name, module name): the judge imports the standard ones itself, if the tests use them
+    for k, v in list(ns.items()):
+        try:
+            if isinstance(v, type(sys)) and type(v.__name__) is str:
+                modules.append((k, str.__str__(v.__name__)))
+        except BaseException:
+            pass
+    send(("ready", names, sorted(modules)))
     while True:
         try:
             req = pickle.loads(_read_frame(3))
@@ -335,16 +454,18 @@ def _candidate_main(cfg: dict, job: dict, code: str, req_r: int, rsp_w: int) -> 
                 msg = "<unprintable exception>"
             send(("exc", type(e).__name__, msg, base))
             continue
-        bad = _check_plain(value)
-        if bad is not None:
-            send(("bad", f"the solution returned {bad}; only plain data (None, bool, int, float, complex, str, "
-                         "bytes and lists/tuples/dicts/sets of them) can be checked"))
-            continue
+        opaque = []
+        if _check_plain(value) is not None:
+            try:
+                value = _to_plain(value, opaque)
+            except BaseException as e:
+                send(("bad", f"the solution returned {_short(e, 200)}, which cannot be checked"))
+                continue
         mutated = [(i, a) for i, a in enumerate(args) if type(a) in _MUTABLE]
         mutated += [(k, v) for k, v in kwargs.items() if type(v) in _MUTABLE]
         if any(_check_plain(v) for _, v in mutated):
             mutated = []
-        send(("ok", value, mutated))
+        send(("ok", value, mutated), bool(opaque))
 
 
 # --------------------------------------------------------------------------------------------- judge
@@ -518,15 +639,56 @@ class _Proxy:
 
 
 class _JudgeGlobals(dict):
-    """Test namespace: names the tests do not define resolve to the solution's functions, never over builtins."""
+    """Test namespace. A name the tests do not define resolves, in this order, to: the entry point (even
+    over a builtin: the dataset says the tests mean it); a builtin (a solution helper `abs` returning 0
+    must not fake `abs(candidate(x) - y) < eps`); the solution's other functions; a standard module the
+    solution imported under that name, imported here by the judge from its own library."""
 
-    def __missing__(self, key: str) -> _Proxy:
-        names = self.__dict__.get("_names", ())
-        if key in names and not hasattr(builtins, key):
-            proxy = _Proxy(self.__dict__["_chan"], key)
-            self[key] = proxy
-            return proxy
-        raise KeyError(key)
+    def __init__(self, chan: _Channel, names: frozenset, entry: str | None, modules: dict[str, str]) -> None:
+        super().__init__()
+        self.chan = chan
+        self.names = names
+        self.entry = entry
+        self.modules = modules
+
+    def __missing__(self, key: str) -> Any:
+        value = None
+        if key in self.names and (key == self.entry or not hasattr(builtins, key)):
+            value = _Proxy(self.chan, key)
+        elif key in self.modules and not hasattr(builtins, key):
+            import importlib
+
+            try:
+                value = importlib.import_module(self.modules[key])
+            except Exception:
+                value = None
+        if value is None:
+            raise KeyError(key)
+        self[key] = value
+        return value
+
+
+# Standard modules whose import does something (opens a browser, prints, extends sys.path, needs a display):
+# never imported by the judge on a solution's behalf.
+_NO_JUDGE_IMPORT = frozenset(("antigravity", "this", "site", "test", "idlelib", "tkinter", "turtle", "turtledemo"))
+
+
+def _standard_modules(pairs: list) -> dict[str, str]:
+    """{bound name: module name} for the solution's imports of standard-library modules, from its (untrusted)
+    `ready` message: only well-formed names whose top-level package is in this interpreter's standard
+    library; nothing the solution wrote is ever executed or imported from its files."""
+    standard = getattr(sys, "stdlib_module_names", frozenset())  # Python >= 3.10; older: none are shared
+    out = {}
+    for pair in pairs[:1000]:
+        if not (type(pair) is tuple and len(pair) == 2 and type(pair[0]) is str and type(pair[1]) is str):
+            continue
+        alias, module = pair
+        parts = module.split(".")
+        top = parts[0]
+        if (alias.isidentifier() and len(module) <= 200 and all(p.isidentifier() for p in parts)
+                and top in standard and not top.startswith("_") and top not in _NO_JUDGE_IMPORT):
+            out[alias] = module
+    return out
 
 
 _CMP_OPS = {
@@ -651,17 +813,15 @@ def _judge_run(job: dict, tests: dict, asserts: list[str], chan: _Channel, outco
     if hello[0] == "load_error" and len(hello) == 4:
         chan.kill(f"the solution raised {hello[1]} at module level")
         return "load_error", (f"{hello[1]}: {hello[2]}" if hello[2] else str(hello[1]))
-    if hello[0] != "ready" or len(hello) != 2 or not isinstance(hello[1], list):
+    if hello[0] != "ready" or len(hello) != 3 or not isinstance(hello[1], list) or not isinstance(hello[2], list):
         chan.kill("the solution broke the protocol while loading")
         return "crashed", chan.dead
-    g = _JudgeGlobals()
-    names = frozenset(x for x in hello[1] if isinstance(x, str))
-    g.__dict__["_names"] = names
-    g.__dict__["_chan"] = chan
+    names = frozenset(x for x in hello[1] if type(x) is str)
+    entry = job.get("entry_point")
+    g = _JudgeGlobals(chan, names, entry, _standard_modules(hello[2]))
     compare = _Compare()
     g.update({"__name__": "__tests__", "__builtins__": builtins, "__sbx_cmp__": compare})
     status, message = "failed", ""
-    entry = job.get("entry_point")
     if entry:
         g[job.get("candidate_name") or "candidate"] = _Proxy(chan, entry) if entry in names else _MissingEntry(entry)
         if entry not in names:

@@ -38,7 +38,7 @@ logger = logging.getLogger("sandbox")
 
 LEVELS = ("bwrap", "unshare", "subprocess")
 WORKER_SOURCE_PATH = Path(__file__).with_name("_worker.py")
-CACHE_VERSION = "1"
+CACHE_VERSION = "2"  # bumped when a verdict for the same job can change
 _WORKER_START_TIMEOUT_S = 30.0
 _RESULT_GRACE_S = 5.0  # parent waits this long past the run's limit before declaring the worker dead
 _MAX_JOBS_PER_WORKER = 20_000  # then the worker is replaced (~0.3 s), bounding what the judge accumulates

@@ -42,12 +42,43 @@ def test_baselines_and_scales_by_hand():
 
 def test_zero_variance_group_has_no_signal():
     assert group_advantages([0.5, 0.5, 0.5], "mean", "group") is None
-    assert group_advantages([2.0, 2.0], "none", "none") is None
+    assert group_advantages([2.0, 2.0], "max", "none") is None
+    assert group_advantages([2.0, 2.0], "none", "group") is None  # no spread to scale by
+    assert group_advantages([0.0, 0.0], "none", "none") is None
+
+
+def test_raw_returns_push_equal_nonzero_siblings():
+    # REINFORCE without a baseline (CoMLRL's "raw"): equal non-zero returns are still a signal.
+    assert group_advantages([2.0, 2.0], "none", "none") == [2.0, 2.0]
+    assert group_advantages([-1.0, -1.0, -1.0], "none", "none") == [-1.0, -1.0, -1.0]
+
+
+def test_max_baseline_by_hand():
+    assert group_advantages([1.0, 2.0, 3.0, 6.0], "max", "none") == [-5.0, -4.0, -3.0, 0.0]
+    std = math.sqrt(3.5)
+    assert group_advantages([1.0, 2.0, 3.0, 6.0], "max", "group", eps=0.0) == pytest.approx(
+        [-5 / std, -4 / std, -3 / std, 0.0])
+
+
+def test_sum_credit_is_g_pow_n_minus_1_times_mean_credit():
+    joint = joint_actions(2, 2, "cross")  # (0,0) (0,1) (1,0) (1,1)
+    returns = [1.0, 3.0, 5.0, 7.0]
+    assert completion_values(joint, returns, 0, 2, "sum") == [4.0, 12.0]
+    assert completion_values(joint, returns, 1, 2, "sum") == [6.0, 10.0]
+    three = joint_actions(3, 2, "cross")  # each completion is in G^(N-1) = 4 joint actions
+    rets = [float(i * i) for i in range(8)]
+    for agent in range(3):
+        mean = completion_values(three, rets, agent, 2, "mean")
+        assert completion_values(three, rets, agent, 2, "sum") == pytest.approx([4 * v for v in mean])
+    align = joint_actions(2, 3, "align")  # align: each completion is in one joint action, sum == mean
+    assert completion_values(align, [1.0, 2.0, 3.0], 1, 3, "sum") == [1.0, 2.0, 3.0]
 
 
 def test_bad_switches_raise():
     with pytest.raises(ValueError):
-        group_advantages([1.0, 2.0], "max", "group")
+        group_advantages([1.0, 2.0], "min", "group")
+    with pytest.raises(ValueError):
+        completion_values([(0,), (1,)], [1.0, 2.0], 0, 2, "median")
     with pytest.raises(ValueError):
         group_advantages([1.0, 2.0], "mean", "std")
     with pytest.raises(ValueError):

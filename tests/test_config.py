@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.parametrize(
     "override,needle",
     [
-        ("magrpo.joint_mode=crossed", "magrpo.joint_mode='crossed' is not allowed; expected one of: align, cross"),
+        ("magrpo.joint_mode=diagonal", "magrpo.joint_mode='diagonal' is not allowed; expected one of: align, cross"),
+        ("magrpo.advantage.credit=max", "magrpo.advantage.credit='max' is not allowed; expected one of: mean, sum"),
         ("magrpo.num_generations=1", "magrpo.num_generations=1"),
         ("magrpo.num_turns=-1", "magrpo.num_turns=-1"),
         ("external.sandbox_slice=1.5", "external.sandbox_slice=1.5"),
@@ -55,6 +56,11 @@ def test_defaults_and_overrides_round_trip(tmp_path):
     path = tmp_path / "resolved.yaml"
     path.write_text(to_yaml(cfg))
     assert load_config(path) == cfg
+
+
+@pytest.mark.parametrize(("spelling", "stored"), [("aligned", "align"), ("crossed", "cross"), ("cross", "cross")])
+def test_comlrl_joint_mode_spellings_are_aliases(spelling, stored):
+    assert load_config(None, [f"magrpo.joint_mode={spelling}"]).magrpo.joint_mode == stored
 
 
 def test_cross_config_differs_only_in_joint_mode():
@@ -96,11 +102,11 @@ def test_cli_prints_resolved_config_and_fails_with_one_line():
     assert ok.returncode == 0, ok.stderr
     assert "num_generations: 3" in ok.stdout and "joint_mode: align" in ok.stdout
     bad = subprocess.run(
-        [sys.executable, "scripts/train.py", "--config", "configs/align_T2_G4.yaml", "magrpo.joint_mode=crossed"],
+        [sys.executable, "scripts/train.py", "--config", "configs/align_T2_G4.yaml", "magrpo.joint_mode=diagonal"],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )
     assert bad.returncode == 2
-    assert bad.stderr.strip().splitlines()[-1].startswith("config error: magrpo.joint_mode='crossed'")
+    assert bad.stderr.strip().splitlines()[-1].startswith("config error: magrpo.joint_mode='diagonal'")
     assert len(bad.stderr.strip().splitlines()) == 1
 
 

@@ -38,11 +38,13 @@ def test_seq_mean_weights_sequences_equally():
     mask = torch.tensor([[1.0, 1.0, 1.0, 1.0], [1.0, 0.0, 0.0, 0.0]])
     assert aggregate(tok, mask, "seq_mean", 2.0).item() == pytest.approx((1 + 4) / 2)
     assert aggregate(tok, mask, "token_mean", 5.0).item() == pytest.approx(8 / 5)
+    assert aggregate(tok, mask, "seq_sum", 2.0).item() == pytest.approx((4 + 4) / 2)  # long sequences weigh more
+    assert step_normaliser([4, 1], "seq_sum") == 2.0
     with pytest.raises(ValueError):
         aggregate(tok, mask, "sum", 1.0)
 
 
-@pytest.mark.parametrize("how", ["token_mean", "seq_mean"])
+@pytest.mark.parametrize("how", ["token_mean", "seq_mean", "seq_sum"])
 def test_micro_batches_sum_to_full_batch_gradient(how):
     torch.manual_seed(0)
     logps = torch.randn(6, 5).requires_grad_()

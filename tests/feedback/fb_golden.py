@@ -12,6 +12,18 @@ from feedback import FeedbackMetrics, FunctionExpert, build_next_messages
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 MODES = ("level_feedback", "level_passed", "passed", "plain", "expert_edits")
+# Golden folder -> (mode, the `external` keys it sets): every mode with its defaults, plus each option that
+# changes a mode's prompt (the other reading of sandbox_slice, the full context of the outcome-only modes).
+VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "level_feedback": ("level_feedback", {}),
+    "level_feedback_failing": ("level_feedback", {"sandbox_slice_of": "failing"}),
+    "level_passed": ("level_passed", {}),
+    "level_passed_full": ("level_passed", {"passed_context": "full"}),
+    "passed": ("passed", {}),
+    "passed_full": ("passed", {"passed_context": "full"}),
+    "plain": ("plain", {}),
+    "expert_edits": ("expert_edits", {}),
+}
 CASES = ("passing", "failing", "syntax")
 SLICES: tuple[Any, ...] = (1, -1, "all")
 
@@ -20,8 +32,8 @@ def slice_tag(s: Any) -> str:
     return {1: "slice1", -1: "slice-1", "all": "sliceall"}[s]
 
 
-def golden_path(mode: str, case: str, sandbox_slice: Any) -> Path:
-    return GOLDEN / mode / f"{case}_{slice_tag(sandbox_slice)}.txt"
+def golden_path(variant: str, case: str, sandbox_slice: Any) -> Path:
+    return GOLDEN / variant / f"{case}_{slice_tag(sandbox_slice)}.txt"
 
 
 def render(per_agent: list[list[dict[str, str]]], roles: list[str]) -> str:
@@ -57,16 +69,19 @@ def config(mode: str, sandbox_slice: Any = 1, **kw: Any) -> SimpleNamespace:
     return SimpleNamespace(**base)
 
 
-def produce(mode: str, case: str, sandbox_slice: Any) -> str:
+def produce(variant: str, case: str, sandbox_slice: Any) -> str:
+    mode, keys = VARIANTS[variant]
     ctx = cases.context(case)
     expert = canned_expert(case) if mode == "expert_edits" else None
-    [per_agent] = build_next_messages([ctx], config(mode, sandbox_slice), expert=expert, metrics=FeedbackMetrics())
+    [per_agent] = build_next_messages([ctx], config(mode, sandbox_slice, **keys), expert=expert,
+                                      metrics=FeedbackMetrics())
     return render(per_agent, ctx.role_names)
 
 
-def produce_single(mode: str) -> str:
+def produce_single(variant: str) -> str:
+    mode, keys = VARIANTS[variant]
     ctx = cases.single_agent_context()
     reply = '{"main": "Square each number: return sum(x * x for x in xs)."}'
     expert = FunctionExpert(lambda _m: reply, metrics=FeedbackMetrics()) if mode == "expert_edits" else None
-    [per_agent] = build_next_messages([ctx], config(mode, 1), expert=expert, metrics=FeedbackMetrics())
+    [per_agent] = build_next_messages([ctx], config(mode, 1, **keys), expert=expert, metrics=FeedbackMetrics())
     return render(per_agent, ctx.role_names)

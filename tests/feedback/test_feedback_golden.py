@@ -1,5 +1,6 @@
-"""Golden files: every mode's prompts for a passing, a failing and a syntax-error joint action, with
-sandbox_slice 1, -1 and 'all' (plus a single-agent case).
+"""Golden files: every mode's prompts (and every option that changes a mode's prompt: `fb_golden.VARIANTS`)
+for a passing, a failing and a syntax-error joint action, with sandbox_slice 1, -1 and 'all' (plus a
+single-agent case).
 
 Regenerate after an intended prompt change, then review the diff:
 
@@ -15,8 +16,8 @@ import pytest
 from fb_golden import (
     CASES,
     GOLDEN,
-    MODES,
     SLICES,
+    VARIANTS,
     golden_path,
     produce,
     produce_single,
@@ -36,14 +37,14 @@ def _check(path, got: str) -> None:
 
 @pytest.mark.parametrize("sandbox_slice", SLICES)
 @pytest.mark.parametrize("case", CASES)
-@pytest.mark.parametrize("mode", MODES)
-def test_golden(mode: str, case: str, sandbox_slice: object) -> None:
-    _check(golden_path(mode, case, sandbox_slice), produce(mode, case, sandbox_slice))
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_golden(variant: str, case: str, sandbox_slice: object) -> None:
+    _check(golden_path(variant, case, sandbox_slice), produce(variant, case, sandbox_slice))
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_golden_single_agent(mode: str) -> None:
-    _check(GOLDEN / mode / "single_slice1.txt", produce_single(mode))
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_golden_single_agent(variant: str) -> None:
+    _check(GOLDEN / variant / "single_slice1.txt", produce_single(variant))
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -53,8 +54,8 @@ def test_golden_expert_prompt(case: str) -> None:
 
 
 def test_no_stray_golden_files() -> None:
-    expected = {golden_path(m, c, s) for m in MODES for c in CASES for s in SLICES}
-    expected |= {GOLDEN / m / "single_slice1.txt" for m in MODES}
+    expected = {golden_path(v, c, s) for v in VARIANTS for c in CASES for s in SLICES}
+    expected |= {GOLDEN / v / "single_slice1.txt" for v in VARIANTS}
     expected |= {GOLDEN / "expert_prompt" / f"{c}.txt" for c in CASES}
     found = set(GOLDEN.rglob("*.txt"))
     assert found <= expected, f"stale golden files: {sorted(str(p) for p in found - expected)}"

@@ -25,13 +25,38 @@ def user(msgs) -> str:
     return msgs[1]["content"]
 
 
+PASSING = "assert sum_of_squares([]) == 0"  # the failing case's second assert, which passes
+
+
 @pytest.mark.parametrize("sandbox_slice,first,last", [(1, True, False), (-1, False, True), ("all", True, True),
                                                        (0, True, True), (None, True, True), (2, True, True)])
-def test_sandbox_slice_selects_failing_asserts(sandbox_slice, first, last):
-    text = user(build("level_feedback", cases.context("failing"), sandbox_slice=sandbox_slice)[1])
+def test_sandbox_slice_of_failing_selects_failing_asserts(sandbox_slice, first, last):
+    text = user(build("level_feedback", cases.context("failing"), sandbox_slice=sandbox_slice,
+                      sandbox_slice_of="failing")[1])
     assert (FIRST_FAIL in text) is first and (LAST_FAIL in text) is last
-    assert "assert sum_of_squares([]) == 0" not in text  # passing asserts are never listed
-    assert "Tests: 1/3 passed" in text
+    assert PASSING not in text  # passing asserts are never listed
+    assert "Tests: 1/3 passed" in text and "- Failing asserts (" in text
+
+
+@pytest.mark.parametrize("sandbox_slice,shown,label", [
+    (1, [FIRST_FAIL], "first 1 of 3"), (2, [FIRST_FAIL, PASSING], "first 2 of 3"), (-1, [LAST_FAIL], "last 1 of 3"),
+    (-2, [PASSING, LAST_FAIL], "last 2 of 3"), ("all", [FIRST_FAIL, PASSING, LAST_FAIL], "all 3"),
+])
+def test_sandbox_slice_of_tests_is_the_documented_meaning(sandbox_slice, shown, label):
+    """Default: the first / last n eval asserts in test order, passing or failing, with their outcomes."""
+    text = user(build("level_feedback", cases.context("failing"), sandbox_slice=sandbox_slice)[1])
+    assert f"- Asserts ({label}):" in text
+    assert [a for a in (FIRST_FAIL, PASSING, LAST_FAIL) if a in text] == shown
+    if PASSING in text:
+        assert f"{PASSING}\n    -> passed" in text
+    passing = user(build("level_feedback", cases.context("passing"), sandbox_slice=sandbox_slice)[0])
+    assert f"- Asserts ({label}):" in passing and "-> passed" in passing  # shown even when all pass
+
+
+def test_bad_feedback_options_are_refused():
+    for key, value in (("sandbox_slice_of", "passing"), ("passed_context", "tiny")):
+        with pytest.raises(ValueError, match=f"external.{key}={value!r} is not allowed"):
+            build("level_feedback", cases.context("failing"), **{key: value})
 
 
 @pytest.mark.parametrize("mode", ["level_passed", "passed", "plain", "expert_edits"])
@@ -44,7 +69,7 @@ def test_sandbox_slice_has_no_effect_outside_level_feedback(mode):
 @pytest.mark.parametrize("mode", MODES)
 def test_stable_prefix_system_problem_role_history_then_feedback(mode):
     ctx = cases.context("failing")
-    for agent, msgs in enumerate(build(mode, ctx)):
+    for agent, msgs in enumerate(build(mode, ctx, passed_context="full")):
         assert [m["role"] for m in msgs] == ["system", "user"]
         assert msgs[0]["content"] == cases.SYSTEM  # the task's own system prompt, as in turn 1
         text = user(msgs)
@@ -56,15 +81,31 @@ def test_stable_prefix_system_problem_role_history_then_feedback(mode):
             assert text.index("Feedback:") > order[-1]
 
 
+@pytest.mark.parametrize("mode", ["passed", "level_passed"])
+def test_outcome_modes_carry_only_own_latest_code_by_default(mode):
+    ctx = cases.context("failing")
+    for agent, msgs in enumerate(build(mode, ctx)):
+        text = user(msgs)
+        assert "teammates" not in text and "earlier attempts" not in text
+        assert "return x + x" not in text  # the helper's older attempt
+        assert extract_code(ctx.latest(1 - agent)) not in text  # the teammate's code
+        own = extract_code(ctx.latest(agent))
+        assert f"Your latest code:\n```python\n{own}\n```\n\nFeedback:\n" in text
+        assert "AssertionError" not in text and "Failing" not in text  # no diagnostics
+        assert text.endswith("Reply with the complete code of your part only, no explanations.")
+
+
 def test_prefix_is_shared_across_modes_and_outcomes():
-    """Everything before the feedback depends only on problem, role and the agents' code."""
+    """Everything before the feedback depends only on problem, role and the agents' code (and, for the
+    outcome-only modes, on how much context they carry)."""
     ctx = cases.context("failing")
     ctx_other_reward = dataclasses.replace(ctx, reward=cases.passing_reward())
-    heads = set()
-    for mode in ("level_feedback", "level_passed", "passed", "expert_edits"):
+    heads: dict[str, set[str]] = {"full": set(), "minimal": set()}
+    for mode, context in (("level_feedback", "full"), ("expert_edits", "full"), ("level_passed", "full"),
+                          ("passed", "full"), ("level_passed", "minimal"), ("passed", "minimal")):
         for c in (ctx, ctx_other_reward):
-            heads.add(user(build(mode, c)[0]).split("\n\nFeedback:\n")[0])
-    assert len(heads) == 1
+            heads[context].add(user(build(mode, c, passed_context=context)[0]).split("\n\nFeedback:\n")[0])
+    assert len(heads["full"]) == 1 and len(heads["minimal"]) == 1
 
 
 def test_teammates_see_each_others_latest_code():
@@ -116,7 +157,8 @@ def test_any_number_of_agents():
         for i, msgs in enumerate(out):
             text = user(msgs)
             assert f"(agent {i + 1} of 3)" in text
-            assert sum(code in text for code in ("x = 1", "y = 2", "z = 3")) == 3
+            seen = sum(code in text for code in ("x = 1", "y = 2", "z = 3"))
+            assert seen == (1 if mode in ("level_passed", "passed") else 3)  # outcome modes: own code only
 
 
 def test_long_texts_are_capped():

@@ -217,15 +217,18 @@ def test_exit_inside_the_call(fast_sb: Sandbox) -> None:
     assert r.status == "crashed" and "exited with status 0" in r.message
 
 
-@pytest.mark.parametrize("code", [
-    "class X:\n    __eq__ = lambda *a: True\n    __ne__ = lambda *a: False\ndef f():\n    return X()\n",
-    "class I(int):\n    __eq__ = lambda *a: True\ndef f():\n    return I(7)\n",
-    "class L(list):\n    __eq__ = lambda *a: True\ndef f():\n    return [L()]\n",
+@pytest.mark.parametrize(("code", "crossed"), [
+    ("class X:\n    __eq__ = lambda *a: True\n    __ne__ = lambda *a: False\ndef f():\n    return X()\n",
+     "<__solution__.X object at 0x"),
+    ("class I(int):\n    __eq__ = lambda *a: True\ndef f():\n    return I(7)\n", "7 "),
+    ("class L(list):\n    __eq__ = lambda *a: True\ndef f():\n    return [L()]\n", "[[]] "),
 ])
-def test_eq_always_true(fast_sb: Sandbox, code: str) -> None:
+def test_eq_always_true(fast_sb: Sandbox, code: str, crossed: str) -> None:
+    # The object's methods stay in the solution's process: an int/list subclass crosses as its plain data,
+    # anything else as an opaque value (truth and repr) that is equal to nothing.
     r = attack(fast_sb, code, "assert candidate() == 1\nassert not (candidate() != 1)")
-    assert [a.error_type for a in r.asserts] == ["TypeError", "TypeError"]
-    assert "only plain data" in r.asserts[0].message
+    assert [a.status for a in r.asserts] == ["failed", "failed"]
+    assert r.asserts[0].message.startswith("assert " + crossed)
 
 
 def test_monkeypatching_builtins_and_harness(fast_sb: Sandbox) -> None:
@@ -254,6 +257,37 @@ def test_forged_frames_on_the_call_pipe(fast_sb: Sandbox) -> None:
     # first answer is the made-up value (a wrong one), the class-loading pickle is refused and ends the run
     assert r.asserts[0].message == "assert 'forged' == 1"
     assert r.status == "crashed" and "not plain data" in r.message
+
+
+def test_forged_opaque_values_are_still_equal_to_nothing(fast_sb: Sandbox) -> None:
+    # An "opaque value" persistent id made by hand, claiming truth and a repr that looks like the answer;
+    # then a persistent id of another shape, which ends the run.
+    code = ("import io, os, pickle\n"
+            "class P(pickle.Pickler):\n    def persistent_id(self, o):\n"
+            "        return o if isinstance(o, tuple) and o[:1] in (('opaque',), ('evil',)) else None\n"
+            "def frame(value):\n    b = io.BytesIO()\n    P(b, protocol=5).dump(('ok', value, []))\n"
+            "    os.write(4, len(b.getvalue()).to_bytes(4, 'big') + b.getvalue())\n"
+            "def f():\n    frame(('opaque', True, '1'))\n    frame(('evil', 1))\n    return 3\n")
+    r = attack(fast_sb, code, "assert candidate() == 1\nassert candidate() == 1")
+    assert r.asserts[0].message == "assert 1 == 1"  # the forged value's repr, yet not equal
+    assert r.status == "crashed" and "not plain data" in r.message
+
+
+def test_forged_module_list_imports_only_harmless_standard_modules(fast_sb: Sandbox) -> None:
+    # The solution writes its own `ready` frame naming modules whose import acts, private modules and
+    # paths; the judge imports none of them (and the real `ready` then breaks the call protocol).
+    code = ("import os, pickle\n"
+            "mods = [('this', 'this'), ('ag', 'antigravity'), ('s', 'site'), ('p', '_posixsubprocess'),"
+            " ('x', '../../tmp/x'), ('t', 'tkinter')]\n"
+            "msg = pickle.dumps(('ready', ['f'], mods), protocol=5)\n"
+            "os.write(4, len(msg).to_bytes(4, 'big') + msg)\n"
+            "def f():\n    return 1\n")
+    body = ("assert this or ag or s or p or x or t\n"
+            "import sys\nassert not {'this', 'antigravity', 'tkinter'} & set(sys.modules)\n"
+            "assert candidate() == 1")
+    r = fast_sb.run(code, check_body(body))
+    assert [a.status for a in r.asserts[:2]] == ["error", "passed"] and r.asserts[0].error_type == "NameError"
+    assert r.passed == 1 and r.asserts[2].status != "passed"
 
 
 def test_judge_memory_is_out_of_reach(fast_sb: Sandbox) -> None:
