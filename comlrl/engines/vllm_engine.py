@@ -93,6 +93,9 @@ class VLLMEngine:
         self._sleeps = cuda and settings.sleep_between_rollouts
         self._asleep = False
         t0 = time.perf_counter()
+        # the CPU worker replaces torch.set_num_threads process-wide with a no-op; the trainer's thread
+        # setting was made before and stays, and later callers (tests, benchmarks) keep the real function
+        set_num_threads = torch.set_num_threads
         try:
             self.llm = LLM(model=policies.paths[0], tokenizer=policies.paths[0], dtype=cfg.dtype, seed=seed,
                            enable_prefix_caching=True, enforce_eager=settings.enforce_eager,
@@ -103,6 +106,8 @@ class VLLMEngine:
                            enable_chunked_prefill=False, **kw)
         except Exception as exc:  # unsupported architecture / head size / platform
             raise VLLMUnavailable(f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}") from exc
+        finally:
+            torch.set_num_threads = set_num_threads
         self.start_seconds = time.perf_counter() - t0
         self._held: int | None = None  # the agent whose current weights the engine holds
         self.pushes = 0

@@ -178,3 +178,13 @@ def test_full_model_agents_are_pushed_whole(engine) -> None:
         assert _tokens(eng.generate(REQUESTS, 1, greedy=True)) == want
     finally:
         eng.close()
+
+
+def test_engine_start_leaves_torch_thread_control_alone(engine) -> None:
+    """vLLM's CPU worker swaps torch.set_num_threads for a no-op process-wide; the engine restores it."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
