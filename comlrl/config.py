@@ -7,6 +7,7 @@ key and what is allowed, so a bad run fails before it loads a model.
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,9 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 EMBEDDED_MODEL = "smollm2-135m-instruct"
+CROSS_TREE_WARN = 1000  # scored joint actions per tree above which a cross-mode run is warned about
+
+log = logging.getLogger("comlrl")
 
 
 class ConfigError(ValueError):
@@ -27,7 +31,8 @@ class LoraConfig:
     r: int = 8
     alpha: int = 16
     dropout: float = 0.0
-    target_modules: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+    # a list of module names, or one string as peft takes it: "all-linear" or a regex over module names
+    target_modules: Any = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
 
 
 @dataclass
@@ -271,6 +276,11 @@ def validate(cfg: RunConfig) -> RunConfig:
         per_node = m.num_generations ** m.num_agents
         _require(per_node <= 4096, "magrpo.num_generations", m.num_generations,
                  f"a value with num_generations**num_agents <= 4096 in cross mode (got {per_node})")
+        total = tree_joint_actions(m.joint_mode, m.num_generations, m.num_agents, m.num_turns)
+        if total > CROSS_TREE_WARN:
+            log.warning("magrpo.joint_mode=cross: %d^%d = %d joint actions per node make a %d-turn tree of up to %d "
+                        "scored joint actions (> %d); expect slow steps, or lower num_generations/num_turns",
+                        m.num_generations, m.num_agents, per_node, m.num_turns, total, CROSS_TREE_WARN)
     cfg.external.sandbox_slice = normalize_slice(cfg.external.sandbox_slice)
     mc = cfg.model
     _require(mc.max_new_tokens >= 1, "model.max_new_tokens", mc.max_new_tokens, "an integer >= 1")
@@ -282,8 +292,15 @@ def validate(cfg: RunConfig) -> RunConfig:
         _require(len(a.models) == m.num_agents, "agents.models", list(a.models),
                  f"a list of {m.num_agents} model names (one per agent)")
     _require(a.lora.r >= 1, "agents.lora.r", a.lora.r, "an integer >= 1")
+    tm = a.lora.target_modules
+    _require((isinstance(tm, str) and bool(tm.strip())) or (isinstance(tm, list) and bool(tm) and all(
+        isinstance(x, str) and x for x in tm)), "agents.lora.target_modules", tm,
+        "a list of module names, or one string as peft takes it (all-linear, or a regex over module names)")
     d = cfg.dataset
     _require(d.name != "jsonl" or bool(d.path), "dataset.path", d.path, "a JSONL file when dataset.name=jsonl")
+    if d.path and d.name != "jsonl":
+        raise ConfigError(f"config error: dataset.path={d.path!r} is set but dataset.name={d.name!r} ignores it; "
+                          "set dataset.name=jsonl to train on the file, or drop dataset.path")
     _require(d.eval_size >= 0, "dataset.eval_size", d.eval_size, "an integer >= 0")
     _require(d.max_problems is None or d.max_problems >= 1, "dataset.max_problems", d.max_problems,
              "an integer >= 1 or null")
@@ -327,6 +344,13 @@ def _validate_actions(cfg: RunConfig) -> None:
     _require(a.judge_max_tokens >= 16, "task.actions.judge_max_tokens", a.judge_max_tokens, "an integer >= 16")
     if cfg.task.name == "actions" and a.max_turns is None:
         a.max_turns = cfg.magrpo.num_turns
+
+
+def tree_joint_actions(joint_mode: str, num_generations: int, num_agents: int, num_turns: int) -> int:
+    """Scored joint actions in one full tree (no early stop): per node G (align) or G^N (cross), and
+    every joint action of turn t opens a node of turn t+1, so the sum over t of per_node**t."""
+    per_node = num_generations ** num_agents if joint_mode == "cross" else num_generations
+    return sum(per_node**t for t in range(1, num_turns + 1))
 
 
 def validate_threshold(cfg: RunConfig, reward_range: tuple[float, float]) -> None:
