@@ -174,6 +174,7 @@ class TrainingConfig:
     output_dir: str = "runs/latest"
     seed: int = 0
     resume: bool = False
+    overwrite: bool = False  # reuse an output_dir that holds an earlier run's outputs (they are replaced)
     torch_threads: int = 0  # 0 = the cores this process may use / local processes
 
 
@@ -410,6 +411,21 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
         raise ConfigError(_blame(exc, layers[:-1] if overrides else layers, overrides)) from None
     assert isinstance(cfg, RunConfig)
     return validate(cfg)
+
+
+def schema_keys(obj: Any = None, prefix: str = "") -> list[tuple[str, Any]]:
+    """Every dotted key of the schema with its default, in schema order (for --help and docs checks)."""
+    from dataclasses import fields, is_dataclass
+
+    obj = RunConfig() if obj is None else obj
+    out: list[tuple[str, Any]] = []
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        if is_dataclass(value):
+            out.extend(schema_keys(value, f"{prefix}{f.name}."))
+        else:
+            out.append((f"{prefix}{f.name}", value))
+    return out
 
 
 def to_yaml(cfg: RunConfig) -> str:

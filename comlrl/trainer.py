@@ -20,12 +20,12 @@ import torch
 from accelerate.utils import gather_object
 
 from comlrl.advantages import assign_advantages
-from comlrl.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from comlrl.checkpoint import checkpoint_step, latest_checkpoint, load_checkpoint, save_checkpoint
 from comlrl.config import ConfigError, RunConfig, validate_threshold
 from comlrl.distributed import WorldSizeError, make_accelerator, max_over_ranks, reduce_sums, uses_deepspeed
 from comlrl.loss import aggregate, per_token_loss, step_normaliser
 from comlrl.rollout import TreeShape, expand_trees, make_roots
-from comlrl.run_outputs import RunWriter, node_records
+from comlrl.run_outputs import RunWriter, check_output_dir, make_trackers, node_records
 from comlrl.tree import Node, TreeStats, backup_returns
 
 log = logging.getLogger("comlrl")
@@ -401,13 +401,13 @@ def cpu_share() -> int:
     return max(1, len(os.sched_getaffinity(0)) // max(1, local))
 
 
-def build(cfg: RunConfig, for_training: bool = True) -> Components:
+def build(cfg: RunConfig, for_training: bool = True, log_with: list[Any] | None = None) -> Components:
     from comlrl.feedback_bridge import FeedbackBridge
     from comlrl.policy import AgentPolicies
     from comlrl.tasks import build_task
     from sandbox.executor import Sandbox
 
-    acc = make_accelerator()
+    acc = make_accelerator(log_with)
     torch.set_num_threads(cfg.training.torch_threads or cpu_share())
     random.seed(cfg.training.seed)
     torch.manual_seed(cfg.training.seed)
@@ -436,19 +436,20 @@ def build(cfg: RunConfig, for_training: bool = True) -> Components:
 
 def run(cfg: RunConfig) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    comp = build(cfg)
-    acc = comp.accelerator
+    check_output_dir(cfg)  # before anything loads: an earlier run's outputs are never replaced unasked
     out = Path(cfg.training.output_dir)
     ckpt_root = out / "checkpoints"
+    latest = latest_checkpoint(ckpt_root) if cfg.training.resume else None
+    comp = build(cfg, log_with=make_trackers(cfg, checkpoint_step(latest) if latest else 0))
+    acc = comp.accelerator
     start = 0
     if cfg.training.resume:
-        latest = latest_checkpoint(ckpt_root)
         if latest is None:
             log.warning("training.resume=true but %s holds no checkpoint: starting from step 0", ckpt_root)
         else:
             start = load_checkpoint(acc, comp.model, comp.policies, comp.optimizer, comp.scheduler, latest)
             log.info("resumed from %s (step %d)", latest, start)
-    writer = RunWriter(cfg, resume_step=start) if acc.is_main_process else None
+    writer = RunWriter(cfg, acc, resume_step=start) if acc.is_main_process else None
     bar = None
     if acc.is_main_process and cfg.logging.progress_bar:
         from tqdm.auto import tqdm
