@@ -232,6 +232,7 @@ def train_on_trees(comp: Components, roots: list[Node]) -> dict[str, float]:
     any_sample = items[0][0] if items else _dummy_sample(roots)
     trainable = [p for p in policies.trainable_parameters()]
     deepspeed = uses_deepspeed(acc)
+    zero3 = deepspeed and acc.state.deepspeed_plugin.zero_stage == 3
 
     def logps_of(batch, **kw):
         return policies.token_logprobs([s for s, _ in batch], module=model, **kw)
@@ -262,8 +263,10 @@ def train_on_trees(comp: Components, roots: list[Node]) -> dict[str, float]:
                     clip_eps=lc.clip_eps, kl_coef=lc.kl_coef if real else 0.0,
                 )
                 loss = aggregate(tok, mask, lc.aggregation, normaliser) * (1.0 if real else 0.0)
-                # a zero term touching every trainable tensor: all ranks reduce the same gradients
-                loss = loss + 0.0 * sum(p.sum() for p in trainable)
+                # a zero term touching every trainable tensor: all ranks reduce the same gradients (ZeRO-3
+                # holds only a partition of each tensor outside forward and gives unused ones zero gradients itself)
+                if not zero3:
+                    loss = loss + 0.0 * sum(p.sum() for p in trainable)
                 if deepspeed:  # accelerate's backward would step the engine after every micro-batch
                     model.backward(loss)
                 else:
@@ -429,7 +432,11 @@ def build(cfg: RunConfig, for_training: bool = True, log_with: list[Any] | None 
         optimizer = torch.optim.AdamW(params, lr=cfg.magrpo.learning_rate, weight_decay=cfg.magrpo.weight_decay)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg))
         if uses_deepspeed(acc):
-            acc.state.deepspeed_plugin.deepspeed_config["gradient_clipping"] = cfg.magrpo.max_grad_norm
+            ds = acc.state.deepspeed_plugin.deepspeed_config
+            ds["gradient_clipping"] = cfg.magrpo.max_grad_norm
+            # the trainer micro-batches itself and marks accumulation boundaries: one sample per DeepSpeed step
+            if ds.get("train_micro_batch_size_per_gpu", "auto") == "auto":
+                ds["train_micro_batch_size_per_gpu"] = 1
         model, optimizer = acc.prepare(policies.module, optimizer)
     return Components(cfg, acc, task, sandbox, policies, model, optimizer, scheduler, feedback, train, evalset)
 
