@@ -7,7 +7,6 @@ expands different problems; metrics are summed over ranks; only rank 0 writes fi
 from __future__ import annotations
 
 import logging
-import math
 import os
 import random
 import time
@@ -59,20 +58,17 @@ class Components:
     counters: dict[str, float] = field(default_factory=dict)
 
 
-def lr_lambda(cfg: RunConfig):
-    m, steps = cfg.magrpo, max(1, cfg.training.steps)
+# magrpo.lr_schedule -> transformers' scheduler name (each with magrpo.warmup_steps of linear warm-up from 0)
+SCHEDULES = {"constant": "constant_with_warmup", "linear": "linear", "cosine": "cosine"}
 
-    def factor(step: int) -> float:
-        if m.warmup_steps and step < m.warmup_steps:
-            return (step + 1) / m.warmup_steps
-        if m.lr_schedule == "constant":
-            return 1.0
-        progress = min(1.0, (step - m.warmup_steps) / max(1, steps - m.warmup_steps))
-        if m.lr_schedule == "linear":
-            return 1.0 - progress
-        return 0.5 * (1.0 + math.cos(math.pi * progress))
 
-    return factor
+def make_scheduler(cfg: RunConfig, optimizer: torch.optim.Optimizer) -> Any:
+    """transformers' LR schedule for this run: warm-up, then constant or a decay to 0 at training.steps."""
+    from transformers import get_scheduler
+
+    m = cfg.magrpo
+    return get_scheduler(SCHEDULES[m.lr_schedule], optimizer, num_warmup_steps=m.warmup_steps,
+                         num_training_steps=max(1, cfg.training.steps))
 
 
 def step_problems(n_problems: int, step: int, per_rank: int, rank: int, world: int, seed: int) -> list[int]:
@@ -430,7 +426,7 @@ def build(cfg: RunConfig, for_training: bool = True, log_with: list[Any] | None 
     if for_training:
         params = list(policies.trainable_parameters())
         optimizer = torch.optim.AdamW(params, lr=cfg.magrpo.learning_rate, weight_decay=cfg.magrpo.weight_decay)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg))
+        scheduler = make_scheduler(cfg, optimizer)
         if uses_deepspeed(acc):
             ds = acc.state.deepspeed_plugin.deepspeed_config
             ds["gradient_clipping"] = cfg.magrpo.max_grad_norm
