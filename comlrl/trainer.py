@@ -364,9 +364,21 @@ def training_step(comp: Components, step: int) -> tuple[dict[str, float], list[d
     if task_metrics is not None:
         metrics.update({f"task/{k}": v for k, v in task_metrics().items() if isinstance(v, int | float)})
     metrics["step_seconds"] = time.perf_counter() - t0
+    _warn_if_nothing_trained(comp, metrics)
     prefix = f"s{step + 1}r{acc.process_index}t"
     records = node_records(roots, step + 1, prefix, m.num_agents)
     return metrics, records
+
+
+def _warn_if_nothing_trained(comp: Components, metrics: dict[str, float]) -> None:
+    """Once per run: a step whose advantage groups all tied (equal sibling returns) updated nothing."""
+    if metrics["samples"] or not metrics["adv_groups"] or comp.counters.get("warned_all_tied"):
+        return
+    comp.counters["warned_all_tied"] = 1.0
+    if comp.accelerator.is_main_process:
+        log.warning("step %d trained on nothing: all %d advantage groups tied (every sibling got the same return, "
+                    "so no advantage); metrics.jsonl counts them per step in adv_groups_skipped (warned once)",
+                    int(metrics["step"]), int(metrics["adv_groups"]))
 
 
 def evaluate(comp: Components, step: int) -> dict[str, float]:

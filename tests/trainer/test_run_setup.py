@@ -98,3 +98,17 @@ def test_wandb_offline_run_writes_its_files(tmp_path, tiny_model):
     assert list((run / "tensorboard").glob("events.*"))  # the other outputs are all still there
     assert [r["step"] for r in metrics(run)] == [0, 1]
     assert not os.environ.get("WANDB_API_KEY") or os.environ["WANDB_API_KEY"] not in res.stderr
+
+
+@pytest.mark.slow
+def test_a_step_with_all_groups_tied_warns_once_with_the_count(tmp_path, tiny_model):
+    """Plain train.py on tiny-random: it never writes working code, every sibling ties, nothing trains."""
+    run = tmp_path / "run"
+    res = _train_py(["--config", "configs/align_T2_G4.yaml", *TINY, "training.steps=2", "dataset.eval_size=0",
+                     f"training.output_dir={run}"], timeout=900)
+    assert res.returncode == 0, res.stderr[-3000:]
+    steps = metrics(run)[-2:]
+    assert [r["samples"] for r in steps] == [0, 0] and all(r["adv_groups_skipped"] == 10 for r in steps)
+    warnings = [line for line in res.stderr.splitlines() if "trained on nothing" in line]
+    assert len(warnings) == 1
+    assert "step 1 trained on nothing: all 10 advantage groups tied" in warnings[0]
