@@ -147,9 +147,7 @@ class ExternalConfig:
     expert_edits_model: str = "deepseek:deepseek-coder"
     expert_fallback: str = "level_feedback"
     expert_timeout_s: float = 60.0
-    expert_max_retries: int = 3
-    expert_backoff_s: float = 0.5  # first retry delay; doubles per retry (with jitter), honours Retry-After
-    expert_backoff_max_s: float = 8.0
+    expert_max_retries: int = 3  # the SDK's transport retries, and retries of a reply that does not parse
     expert_concurrency: int = 4
     expert_max_tokens: int = 512
     expert_cache_dir: str | None = None  # null = ~/.cache/comlrl/expert_edits, "off" disables
