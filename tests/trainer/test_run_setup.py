@@ -44,11 +44,13 @@ def test_an_earlier_runs_outputs_are_refused_and_kept(tmp_path):
     assert (run / "checkpoints" / "step-1").is_dir()
 
 
-def test_resume_of_a_directory_without_a_config_says_so():
-    res = _train_py(["--resume", "/nonexistent/run"])
+def test_resume_of_a_directory_without_a_config_says_so(tmp_path):
+    run = tmp_path / "not-a-run"
+    res = _train_py(["--resume", str(run)])
     assert res.returncode == 2
-    assert res.stderr.strip() == ("error: --resume /nonexistent/run: /nonexistent/run/config.yaml does not exist "
+    assert res.stderr.strip() == (f"error: --resume {run}: {run}/config.yaml does not exist "
                                   "(not a run directory?); give the run's config with --config")
+    assert not run.exists()  # nothing written
 
 
 @pytest.mark.slow
