@@ -23,7 +23,7 @@ from comlrl.config import ConfigError, RunConfig, to_yaml
 from comlrl.tree import Node
 
 # what a run leaves in its output_dir; config.yaml alone (a run that failed at start-up) is no run data
-RUN_OUTPUTS = ("metrics.jsonl", "trees.jsonl", "checkpoints", "final", "tensorboard", "wandb")
+RUN_OUTPUTS = ("metrics.jsonl", "trees.jsonl", "tensorboard", "wandb", "checkpoints", "final")
 
 
 def _clean(value: Any) -> Any:

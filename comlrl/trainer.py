@@ -24,7 +24,7 @@ from comlrl.config import ConfigError, RunConfig, validate_threshold
 from comlrl.distributed import WorldSizeError, make_accelerator, max_over_ranks, reduce_sums, uses_deepspeed
 from comlrl.loss import aggregate, per_token_loss, step_normaliser
 from comlrl.rollout import TreeShape, expand_trees, make_roots
-from comlrl.run_outputs import RunWriter, check_output_dir, make_trackers, node_records
+from comlrl.run_outputs import RUN_OUTPUTS, RunWriter, check_output_dir, make_trackers, node_records
 from comlrl.tree import Node, TreeStats, backup_returns
 
 log = logging.getLogger("comlrl")
@@ -502,7 +502,7 @@ def run(cfg: RunConfig) -> int:
     acc.wait_for_everyone()
     if acc.is_main_process:
         print(f"done: {cfg.training.steps} steps; outputs in {out.resolve()} "
-              f"(metrics.jsonl, trees.jsonl, tensorboard/, checkpoints/, final/)")
+              f"({', '.join(name for name in RUN_OUTPUTS if (out / name).exists())})")
     return 0
 
 
