@@ -34,6 +34,11 @@ def latest_checkpoint(root: Path) -> Path | None:
     return max(steps)[1] if steps else None
 
 
+def checkpoint_step(path: Path) -> int:
+    """The step a complete checkpoint was taken after (from its meta.json)."""
+    return int(json.loads((path / "meta.json").read_text())["step"])
+
+
 def _rng_state() -> dict[str, Any]:
     return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
 
@@ -68,7 +73,6 @@ def load_checkpoint(
     accelerator: Accelerator, model: Any, policies: Any, optimizer: Any, scheduler: Any, path: Path
 ) -> int:
     """Restore weights, optimizer, scheduler and RNG; returns the step the checkpoint was taken after."""
-    meta = json.loads((path / "meta.json").read_text())
     policies.load(path / "weights")
     if uses_deepspeed(accelerator):
         model.load_checkpoint(str(path / "deepspeed"), tag="state", load_module_strict=False)
@@ -81,4 +85,4 @@ def load_checkpoint(
         random.setstate(rng["python"])
         np.random.set_state(rng["numpy"])
         torch.set_rng_state(rng["torch"])
-    return int(meta["step"])
+    return checkpoint_step(path)

@@ -7,6 +7,7 @@ key and what is allowed, so a bad run fails before it loads a model.
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,9 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 EMBEDDED_MODEL = "smollm2-135m-instruct"
+CROSS_TREE_WARN = 1000  # scored joint actions per tree above which a cross-mode run is warned about
+
+log = logging.getLogger("comlrl")
 
 
 class ConfigError(ValueError):
@@ -27,7 +31,8 @@ class LoraConfig:
     r: int = 8
     alpha: int = 16
     dropout: float = 0.0
-    target_modules: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+    # a list of module names, or one string as peft takes it: "all-linear" or a regex over module names
+    target_modules: Any = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
 
 
 @dataclass
@@ -159,9 +164,7 @@ class ExternalConfig:
     expert_edits_model: str = "deepseek:deepseek-coder"
     expert_fallback: str = "level_feedback"
     expert_timeout_s: float = 60.0
-    expert_max_retries: int = 3
-    expert_backoff_s: float = 0.5  # first retry delay; doubles per retry (with jitter), honours Retry-After
-    expert_backoff_max_s: float = 8.0
+    expert_max_retries: int = 3  # the SDK's transport retries, and retries of a reply that does not parse
     expert_concurrency: int = 4
     expert_max_tokens: int = 512
     expert_cache_dir: str | None = None  # null = ~/.cache/comlrl/expert_edits, "off" disables
@@ -203,6 +206,7 @@ class TrainingConfig:
     output_dir: str = "runs/latest"
     seed: int = 0
     resume: bool = False
+    overwrite: bool = False  # reuse an output_dir that holds an earlier run's outputs (they are replaced)
     torch_threads: int = 0  # 0 = the cores this process may use / local processes
 
 
@@ -313,6 +317,11 @@ def validate(cfg: RunConfig) -> RunConfig:
         per_node = m.num_generations ** m.num_agents
         _require(per_node <= 4096, "magrpo.num_generations", m.num_generations,
                  f"a value with num_generations**num_agents <= 4096 in cross mode (got {per_node})")
+        total = tree_joint_actions(m.joint_mode, m.num_generations, m.num_agents, m.num_turns)
+        if total > CROSS_TREE_WARN:
+            log.warning("magrpo.joint_mode=cross: %d^%d = %d joint actions per node make a %d-turn tree of up to %d "
+                        "scored joint actions (> %d); expect slow steps, or lower num_generations/num_turns",
+                        m.num_generations, m.num_agents, per_node, m.num_turns, total, CROSS_TREE_WARN)
     cfg.external.sandbox_slice = normalize_slice(cfg.external.sandbox_slice)
     mc = cfg.model
     _require(mc.max_new_tokens >= 1, "model.max_new_tokens", mc.max_new_tokens, "an integer >= 1")
@@ -325,6 +334,10 @@ def validate(cfg: RunConfig) -> RunConfig:
         _require(len(a.models) == m.num_agents, "agents.models", list(a.models),
                  f"a list of {m.num_agents} model names (one per agent)")
     _require(a.lora.r >= 1, "agents.lora.r", a.lora.r, "an integer >= 1")
+    tm = a.lora.target_modules
+    _require((isinstance(tm, str) and bool(tm.strip())) or (isinstance(tm, list) and bool(tm) and all(
+        isinstance(x, str) and x for x in tm)), "agents.lora.target_modules", tm,
+        "a list of module names, or one string as peft takes it (all-linear, or a regex over module names)")
     d = cfg.dataset
     _require(d.name != "jsonl" or bool(d.path), "dataset.path", d.path, "a JSONL file when dataset.name=jsonl")
     _require(d.name != "hf" or bool(d.path), "dataset.path", d.path,
@@ -334,6 +347,10 @@ def validate(cfg: RunConfig) -> RunConfig:
         nullable = key in ("entry_point", "task_id")
         _require((column is None and nullable) or bool(str(column or "").strip()), f"dataset.fields.{key}", column,
                  "a column name" + (" or null" if nullable else ""))
+    if d.path and d.name not in ("jsonl", "hf"):
+        raise ConfigError(f"config error: dataset.path={d.path!r} is set but dataset.name={d.name!r} ignores it; "
+                          "set dataset.name=jsonl (HumanEval-format file) or hf (any table) to train on it, "
+                          "or drop dataset.path")
     _require(d.eval_size >= 0, "dataset.eval_size", d.eval_size, "an integer >= 0")
     _require(d.max_problems is None or d.max_problems >= 1, "dataset.max_problems", d.max_problems,
              "an integer >= 1 or null")
@@ -384,6 +401,13 @@ def _validate_actions(cfg: RunConfig) -> None:
              "null with task.actions.judge=rule (the rule-based judge reads no prompt)")
     if cfg.task.name == "actions" and a.max_turns is None:
         a.max_turns = cfg.magrpo.num_turns
+
+
+def tree_joint_actions(joint_mode: str, num_generations: int, num_agents: int, num_turns: int) -> int:
+    """Scored joint actions in one full tree (no early stop): per node G (align) or G^N (cross), and
+    every joint action of turn t opens a node of turn t+1, so the sum over t of per_node**t."""
+    per_node = num_generations ** num_agents if joint_mode == "cross" else num_generations
+    return sum(per_node**t for t in range(1, num_turns + 1))
 
 
 def validate_threshold(cfg: RunConfig, reward_range: tuple[float, float]) -> None:
@@ -443,6 +467,21 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
         raise ConfigError(_blame(exc, layers[:-1] if overrides else layers, overrides)) from None
     assert isinstance(cfg, RunConfig)
     return validate(cfg)
+
+
+def schema_keys(obj: Any = None, prefix: str = "") -> list[tuple[str, Any]]:
+    """Every dotted key of the schema with its default, in schema order (for --help and docs checks)."""
+    from dataclasses import fields, is_dataclass
+
+    obj = RunConfig() if obj is None else obj
+    out: list[tuple[str, Any]] = []
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        if is_dataclass(value):
+            out.extend(schema_keys(value, f"{prefix}{f.name}."))
+        else:
+            out.append((f"{prefix}{f.name}", value))
+    return out
 
 
 def to_yaml(cfg: RunConfig) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from datetime import timedelta
+from typing import Any
 
 import torch
 from accelerate import Accelerator
@@ -23,12 +24,13 @@ def launcher_world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
-def make_accelerator() -> Accelerator:
+def make_accelerator(log_with: list[Any] | None = None) -> Accelerator:
+    """The run's Accelerator; `log_with` takes accelerate trackers (see run_outputs.make_trackers)."""
     world = launcher_world_size()
     handlers = []
     if world > 1 and not torch.cuda.is_available():
         handlers.append(InitProcessGroupKwargs(backend="gloo", timeout=timedelta(minutes=30)))
-    accelerator = Accelerator(kwargs_handlers=handlers)
+    accelerator = Accelerator(kwargs_handlers=handlers, log_with=log_with or None)
     real = torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1
     if accelerator.distributed_type == DistributedType.NO:
         real = 1  # a process group may exist, but accelerate will neither wrap the model nor synchronise

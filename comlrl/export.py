@@ -233,6 +233,18 @@ def preference_pairs(records: Iterable[dict[str, Any]], *, min_gap: float = 1e-9
     return out
 
 
+def nodes_with_gap(records: Iterable[dict[str, Any]], min_gap: float = 1e-9) -> tuple[int, int]:
+    """(nodes with two or more joint actions, those whose best and worst values differ by at least min_gap):
+    why `preference_pairs` found nothing, when it did."""
+    groups = gapped = 0
+    for rec in records:
+        values = rec.get("returns") or rec.get("rewards") or []
+        if len(values) >= 2:
+            groups += 1
+            gapped += max(values) - min(values) >= min_gap
+    return groups, gapped
+
+
 def write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> int:
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,6 @@ half-written model is never visible and two processes converting at once both en
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib.util
 import json
@@ -15,8 +14,10 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
+
+from filelock import FileLock
 
 from comlrl.config import EMBEDDED_MODEL
 
@@ -58,29 +59,13 @@ def _is_hf_dir(path: Path) -> bool:
     return (path / "config.json").is_file()
 
 
-@contextlib.contextmanager
-def _lock(path: Path) -> Iterator[None]:
-    """Serialise conversions of one key across processes, so the second waits instead of converting again."""
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: the tmp-dir + rename still keeps the result consistent
-        yield
-        return
-    with open(path, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def _build_once(root: Path, key: str, build: Callable[[Path], None]) -> Path:
     """Return `root/key`, building it with `build(tmp_dir)` and an atomic rename when it does not exist yet."""
     dest = root / key
     if _is_hf_dir(dest):
         return dest
     root.mkdir(parents=True, exist_ok=True)
-    with _lock(root / f".{key}.lock"):
+    with FileLock(root / f".{key}.lock"):  # the second process waits instead of converting again
         if _is_hf_dir(dest):
             return dest
         tmp = Path(tempfile.mkdtemp(prefix=f".{key}.tmp-", dir=root))
@@ -89,7 +74,7 @@ def _build_once(root: Path, key: str, build: Callable[[Path], None]) -> Path:
             _publishable(tmp)
             try:
                 os.rename(tmp, dest)
-            except OSError:  # another process (without a working lock) got there first
+            except OSError:  # another process (on a file system without working locks) got there first
                 if not _is_hf_dir(dest):
                     raise
         finally:

@@ -258,7 +258,8 @@ class AgentPolicies:
         base = load_model(path, self.cfg.dtype)
         lc = self.agents_cfg.lora
         pcfg = LoraConfig(r=lc.r, lora_alpha=lc.alpha, lora_dropout=lc.dropout,
-                          target_modules=list(lc.target_modules), task_type="CAUSAL_LM")
+                          target_modules=lc.target_modules if isinstance(lc.target_modules, str)
+                          else list(lc.target_modules), task_type="CAUSAL_LM")
         peft_model = get_peft_model(base, pcfg, adapter_name=agent_name(0))
         for i in range(1, self.num_agents):
             peft_model.add_adapter(agent_name(i), pcfg)

@@ -1,25 +1,92 @@
-"""What a run writes to `training.output_dir`: metrics.jsonl, TensorBoard, optional W&B, trees.jsonl.
+"""What a run writes to `training.output_dir`: metrics.jsonl, trees.jsonl, and through accelerate's trackers
+TensorBoard events (`tensorboard/`) and, optionally, a W&B run (`wandb/`).
 
 Only rank 0 constructs a writer. Files are appended line by line and flushed, so a crash loses at most
 the line being written; a resumed run truncates lines past its checkpoint step so nothing is doubled.
+A directory holding an earlier run's outputs is refused unless the run resumes or `training.overwrite`
+says to replace them: nothing is deleted that the user did not ask to delete.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
+from omegaconf import OmegaConf
+
 from comlrl.config import ConfigError, RunConfig, to_yaml
 from comlrl.tree import Node
+
+# what a run leaves in its output_dir; config.yaml alone (a run that failed at start-up) is no run data
+RUN_OUTPUTS = ("metrics.jsonl", "trees.jsonl", "tensorboard", "wandb", "checkpoints", "final")
 
 
 def _clean(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
+
+
+def previous_outputs(out: Path) -> list[str]:
+    """The names in RUN_OUTPUTS that `out` already holds."""
+    return [name for name in RUN_OUTPUTS if (out / name).exists()]
+
+
+def check_output_dir(cfg: RunConfig) -> None:
+    """Refuse to start a new run over an earlier one's outputs unless resuming or told to overwrite."""
+    t = cfg.training
+    found = previous_outputs(Path(t.output_dir))
+    if found and not (t.resume or t.overwrite):
+        raise ConfigError(
+            f"config error: training.output_dir={t.output_dir!r} already holds a run ({', '.join(found)}); "
+            "resume it (--resume DIR), pass training.overwrite=true to replace it, or choose another output_dir"
+        )
+
+
+def clear_previous(out: Path) -> None:
+    """Delete an earlier run's outputs (only called for training.overwrite=true on a fresh start)."""
+    for name in previous_outputs(out):
+        path = out / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+
+
+def flat_config(cfg: RunConfig) -> dict[str, Any]:
+    """The resolved config as `section.key: value` scalars (what W&B and TensorBoard hparams take)."""
+    flat: dict[str, Any] = {}
+
+    def walk(node: Any, prefix: str) -> None:
+        for key, value in node.items():
+            if isinstance(value, dict):
+                walk(value, f"{prefix}{key}.")
+            else:
+                flat[f"{prefix}{key}"] = value if isinstance(value, bool | int | float | str) else json.dumps(value)
+
+    walk(OmegaConf.to_container(OmegaConf.structured(cfg)), "")
+    return flat
+
+
+def make_trackers(cfg: RunConfig, resume_step: int = 0) -> list[Any]:
+    """accelerate trackers for `Accelerator(log_with=...)`: TensorBoard in <output_dir>/tensorboard, W&B in
+    <output_dir>/wandb (WANDB_MODE=offline works). A resumed run purges TensorBoard events past its step."""
+    from accelerate.tracking import TensorBoardTracker, WandBTracker
+
+    out = Path(cfg.training.output_dir)
+    trackers: list[Any] = []
+    if cfg.logging.tensorboard:
+        trackers.append(TensorBoardTracker("tensorboard", str(out), purge_step=resume_step + 1 if resume_step else None))
+    if cfg.logging.wandb:
+        if importlib.util.find_spec("wandb") is None:
+            raise ConfigError("config error: logging.wandb=true needs the wandb package (pip install wandb)")
+        trackers.append(WandBTracker(cfg.logging.wandb_project, dir=str(out), resume="allow"))
+    return trackers
 
 
 def truncate_jsonl(path: Path, keep: Any) -> None:
@@ -39,8 +106,13 @@ def truncate_jsonl(path: Path, keep: Any) -> None:
 
 
 class RunWriter:
-    def __init__(self, cfg: RunConfig, resume_step: int = 0) -> None:
+    """metrics.jsonl and trees.jsonl, plus every metric to the accelerator's trackers (started here)."""
+
+    def __init__(self, cfg: RunConfig, accelerator: Any, resume_step: int = 0) -> None:
         self.dir = Path(cfg.training.output_dir)
+        self.accelerator = accelerator
+        if resume_step == 0 and cfg.training.overwrite and not cfg.training.resume:
+            clear_previous(self.dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / "config.yaml").write_text(to_yaml(cfg))
         self.metrics_path = self.dir / "metrics.jsonl"
@@ -48,35 +120,18 @@ class RunWriter:
         if resume_step > 0:
             truncate_jsonl(self.metrics_path, lambda r: r.get("step", 0) <= resume_step)
             truncate_jsonl(self.trees_path, lambda r: r.get("step", 0) <= resume_step)
-        else:
+        else:  # a fresh start: check_output_dir let it through (resume without a checkpoint, or overwrite)
             for p in (self.metrics_path, self.trees_path):
                 p.unlink(missing_ok=True)
-        self.tb = None
-        if cfg.logging.tensorboard:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self.tb = SummaryWriter(log_dir=str(self.dir / "tensorboard"), purge_step=resume_step + 1 or None)
-        self.wandb = None
-        if cfg.logging.wandb:
-            try:
-                import wandb
-            except ImportError:
-                raise ConfigError("config error: logging.wandb=true needs the wandb package (pip install wandb)") from None
-            self.wandb = wandb.init(project=cfg.logging.wandb_project, dir=str(self.dir), resume="allow",
-                                    config=json.loads(json.dumps(to_yaml(cfg))))
+        accelerator.init_trackers(cfg.logging.wandb_project, config=flat_config(cfg))
 
     def log(self, metrics: dict[str, Any]) -> None:
         record = {k: _clean(v) for k, v in metrics.items()}
         with self.metrics_path.open("a") as f:
             f.write(json.dumps(record) + "\n")
-        step = int(metrics["step"])
-        if self.tb is not None:
-            for k, v in metrics.items():
-                if k != "step" and isinstance(v, int | float) and math.isfinite(v):
-                    self.tb.add_scalar(k, v, step)
-            self.tb.flush()
-        if self.wandb is not None:
-            self.wandb.log(record, step=step)
+        scalars = {k: v for k, v in metrics.items()
+                   if k != "step" and isinstance(v, int | float) and math.isfinite(v)}
+        self.accelerator.log(scalars, step=int(metrics["step"]))
 
     def write_trees(self, records: list[dict]) -> None:
         with self.trees_path.open("a") as f:
@@ -84,10 +139,8 @@ class RunWriter:
                 f.write(json.dumps(r) + "\n")
 
     def close(self) -> None:
-        if self.tb is not None:
-            self.tb.close()
-        if self.wandb is not None:
-            self.wandb.finish()
+        for tracker in self.accelerator.trackers:  # flushes TensorBoard, syncs or closes the W&B run
+            tracker.finish()
 
 
 def _text(completion: Any) -> str:

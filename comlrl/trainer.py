@@ -7,7 +7,6 @@ expands different problems; metrics are summed over ranks; only rank 0 writes fi
 from __future__ import annotations
 
 import logging
-import math
 import os
 import random
 import time
@@ -20,12 +19,12 @@ import torch
 from accelerate.utils import gather_object
 
 from comlrl.advantages import assign_advantages
-from comlrl.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from comlrl.checkpoint import checkpoint_step, latest_checkpoint, load_checkpoint, save_checkpoint
 from comlrl.config import ConfigError, RunConfig, validate_threshold
 from comlrl.distributed import WorldSizeError, make_accelerator, max_over_ranks, reduce_sums, uses_deepspeed
 from comlrl.loss import aggregate, logprob_gap, per_token_loss, step_normaliser, truncated_is_weights
 from comlrl.rollout import TreeShape, expand_trees, make_roots
-from comlrl.run_outputs import RunWriter, node_records
+from comlrl.run_outputs import RUN_OUTPUTS, RunWriter, check_output_dir, make_trackers, node_records
 from comlrl.tree import Node, TreeStats, backup_returns
 
 log = logging.getLogger("comlrl")
@@ -60,20 +59,17 @@ class Components:
     counters: dict[str, float] = field(default_factory=dict)
 
 
-def lr_lambda(cfg: RunConfig):
-    m, steps = cfg.magrpo, max(1, cfg.training.steps)
+# magrpo.lr_schedule -> transformers' scheduler name (each with magrpo.warmup_steps of linear warm-up from 0)
+SCHEDULES = {"constant": "constant_with_warmup", "linear": "linear", "cosine": "cosine"}
 
-    def factor(step: int) -> float:
-        if m.warmup_steps and step < m.warmup_steps:
-            return (step + 1) / m.warmup_steps
-        if m.lr_schedule == "constant":
-            return 1.0
-        progress = min(1.0, (step - m.warmup_steps) / max(1, steps - m.warmup_steps))
-        if m.lr_schedule == "linear":
-            return 1.0 - progress
-        return 0.5 * (1.0 + math.cos(math.pi * progress))
 
-    return factor
+def make_scheduler(cfg: RunConfig, optimizer: torch.optim.Optimizer) -> Any:
+    """transformers' LR schedule for this run: warm-up, then constant or a decay to 0 at training.steps."""
+    from transformers import get_scheduler
+
+    m = cfg.magrpo
+    return get_scheduler(SCHEDULES[m.lr_schedule], optimizer, num_warmup_steps=m.warmup_steps,
+                         num_training_steps=max(1, cfg.training.steps))
 
 
 def step_problems(n_problems: int, step: int, per_rank: int, rank: int, world: int, seed: int) -> list[int]:
@@ -233,6 +229,7 @@ def train_on_trees(comp: Components, roots: list[Node]) -> dict[str, float]:
     any_sample = items[0][0] if items else _dummy_sample(roots)
     trainable = [p for p in policies.trainable_parameters()]
     deepspeed = uses_deepspeed(acc)
+    zero3 = deepspeed and acc.state.deepspeed_plugin.zero_stage == 3
 
     def logps_of(batch, **kw):
         return policies.token_logprobs([s for s, _ in batch], module=model, **kw)
@@ -283,8 +280,10 @@ def train_on_trees(comp: Components, roots: list[Node]) -> dict[str, float]:
                     clip_eps=lc.clip_eps, kl_coef=lc.kl_coef if real else 0.0, is_weights=is_w,
                 )
                 loss = aggregate(tok, mask, lc.aggregation, normaliser) * (1.0 if real else 0.0)
-                # a zero term touching every trainable tensor: all ranks reduce the same gradients
-                loss = loss + 0.0 * sum(p.sum() for p in trainable)
+                # a zero term touching every trainable tensor: all ranks reduce the same gradients (ZeRO-3
+                # holds only a partition of each tensor outside forward and gives unused ones zero gradients itself)
+                if not zero3:
+                    loss = loss + 0.0 * sum(p.sum() for p in trainable)
                 if deepspeed:  # accelerate's backward would step the engine after every micro-batch
                     model.backward(loss)
                 else:
@@ -397,9 +396,21 @@ def training_step(comp: Components, step: int) -> tuple[dict[str, float], list[d
     if task_metrics is not None:
         metrics.update({f"task/{k}": v for k, v in task_metrics().items() if isinstance(v, int | float)})
     metrics["step_seconds"] = time.perf_counter() - t0
+    _warn_if_nothing_trained(comp, metrics)
     prefix = f"s{step + 1}r{acc.process_index}t"
     records = node_records(roots, step + 1, prefix, m.num_agents)
     return metrics, records
+
+
+def _warn_if_nothing_trained(comp: Components, metrics: dict[str, float]) -> None:
+    """Once per run: a step whose advantage groups all tied (equal sibling returns) updated nothing."""
+    if metrics["samples"] or not metrics["adv_groups"] or comp.counters.get("warned_all_tied"):
+        return
+    comp.counters["warned_all_tied"] = 1.0
+    if comp.accelerator.is_main_process:
+        log.warning("step %d trained on nothing: all %d advantage groups tied (every sibling got the same return, "
+                    "so no advantage); metrics.jsonl counts them per step in adv_groups_skipped (warned once)",
+                    int(metrics["step"]), int(metrics["adv_groups"]))
 
 
 def evaluate(comp: Components, step: int) -> dict[str, float]:
@@ -433,14 +444,14 @@ def cpu_share() -> int:
     return max(1, len(os.sched_getaffinity(0)) // max(1, local))
 
 
-def build(cfg: RunConfig, for_training: bool = True) -> Components:
+def build(cfg: RunConfig, for_training: bool = True, log_with: list[Any] | None = None) -> Components:
     from comlrl.engines import build_engine
     from comlrl.feedback_bridge import FeedbackBridge
     from comlrl.policy import AgentPolicies
     from comlrl.tasks import build_task
     from sandbox.executor import Sandbox
 
-    acc = make_accelerator()
+    acc = make_accelerator(log_with)
     torch.set_num_threads(cfg.training.torch_threads or cpu_share())
     random.seed(cfg.training.seed)
     torch.manual_seed(cfg.training.seed)
@@ -461,9 +472,13 @@ def build(cfg: RunConfig, for_training: bool = True) -> Components:
     if for_training:
         params = list(policies.trainable_parameters())
         optimizer = torch.optim.AdamW(params, lr=cfg.magrpo.learning_rate, weight_decay=cfg.magrpo.weight_decay)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg))
+        scheduler = make_scheduler(cfg, optimizer)
         if uses_deepspeed(acc):
-            acc.state.deepspeed_plugin.deepspeed_config["gradient_clipping"] = cfg.magrpo.max_grad_norm
+            ds = acc.state.deepspeed_plugin.deepspeed_config
+            ds["gradient_clipping"] = cfg.magrpo.max_grad_norm
+            # the trainer micro-batches itself and marks accumulation boundaries: one sample per DeepSpeed step
+            if ds.get("train_micro_batch_size_per_gpu", "auto") == "auto":
+                ds["train_micro_batch_size_per_gpu"] = 1
         model, optimizer = acc.prepare(policies.module, optimizer)
     return Components(cfg, acc, task, sandbox, policies, engine, model, optimizer, scheduler, feedback, train,
                       evalset)
@@ -471,20 +486,21 @@ def build(cfg: RunConfig, for_training: bool = True) -> Components:
 
 def run(cfg: RunConfig) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    comp = build(cfg)
-    acc = comp.accelerator
+    check_output_dir(cfg)  # before anything loads: an earlier run's outputs are never replaced unasked
     out = Path(cfg.training.output_dir)
     ckpt_root = out / "checkpoints"
+    latest = latest_checkpoint(ckpt_root) if cfg.training.resume else None
+    comp = build(cfg, log_with=make_trackers(cfg, checkpoint_step(latest) if latest else 0))
+    acc = comp.accelerator
     start = 0
     if cfg.training.resume:
-        latest = latest_checkpoint(ckpt_root)
         if latest is None:
             log.warning("training.resume=true but %s holds no checkpoint: starting from step 0", ckpt_root)
         else:
             start = load_checkpoint(acc, comp.model, comp.policies, comp.optimizer, comp.scheduler, latest)
             comp.engine.weights_changed()
             log.info("resumed from %s (step %d)", latest, start)
-    writer = RunWriter(cfg, resume_step=start) if acc.is_main_process else None
+    writer = RunWriter(cfg, acc, resume_step=start) if acc.is_main_process else None
     bar = None
     if acc.is_main_process and cfg.logging.progress_bar:
         from tqdm.auto import tqdm
@@ -523,7 +539,7 @@ def run(cfg: RunConfig) -> int:
     acc.wait_for_everyone()
     if acc.is_main_process:
         print(f"done: {cfg.training.steps} steps; outputs in {out.resolve()} "
-              f"(metrics.jsonl, trees.jsonl, tensorboard/, checkpoints/, final/)")
+              f"({', '.join(name for name in RUN_OUTPUTS if (out / name).exists())})")
     return 0
 
 

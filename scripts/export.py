@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from comlrl.export import load_trees, preference_pairs, sft_records, write_jsonl  # noqa: E402
+from comlrl.export import load_trees, nodes_with_gap, preference_pairs, sft_records, write_jsonl  # noqa: E402
 
 
 def role_names(trees_path: Path) -> list[str] | None:
@@ -33,6 +33,15 @@ def role_names(trees_path: Path) -> list[str] | None:
         return list(TASKS[name].role_names) if name in TASKS else None
     except Exception:  # noqa: BLE001 - role names are a convenience
         return None
+
+
+def why_no_pairs(records: list[dict], args: argparse.Namespace) -> str:
+    groups, gapped = nodes_with_gap(records, args.min_gap)
+    if not gapped:
+        return (f"no group with a reward difference: the {groups} nodes' joint actions all tied "
+                f"(best - worst < --min-gap {args.min_gap:g})")
+    return (f"{gapped} of {groups} nodes have a reward difference, but --only-success, --min-reward or --agents "
+            "left none, or the chosen and rejected texts are equal")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.pairs:
         rows = preference_pairs(records, min_gap=args.min_gap, only_success=args.only_success,
                                 min_reward=args.min_reward, agents=args.agents, role_names=roles)
-        print(f"pairs: {write_jsonl(args.pairs, rows)} records -> {args.pairs}")
+        n = write_jsonl(args.pairs, rows)
+        print(f"pairs: {n} records -> {args.pairs}" + ("" if n else f" ({why_no_pairs(records, args)})"))
     return 0
 
 

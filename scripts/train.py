@@ -1,31 +1,57 @@
 """Train N agents with tree-search MAGRPO.
 
     accelerate launch scripts/train.py --config configs/align_T2_G4.yaml [key=value ...]
+    accelerate launch scripts/train.py --resume runs/align_T2_G4 [key=value ...]
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from comlrl.config import ConfigError, load_config, to_yaml  # noqa: E402
+from comlrl.config import ConfigError, load_config, schema_keys, to_yaml  # noqa: E402
+
+
+def keys_epilog() -> str:
+    """The config keys by section, so --help shows what key=value can set."""
+    sections: dict[str, list[str]] = {}
+    for key, _ in schema_keys():
+        section, rest = key.split(".", 1)
+        sections.setdefault(section, []).append(rest)
+    lines = ["config keys (key=value overrides; defaults and meanings: --print-config, docs/configuration.md):"]
+    lines += [textwrap.fill(", ".join(keys), width=110, initial_indent=f"  {section}.", subsequent_indent="    ")
+              .replace(f"{section}.", f"{section}: ", 1) for section, keys in sections.items()]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", default=None, help="YAML config (defaults: the embedded align_T2_G4 setup)")
-    parser.add_argument("--resume", default=None, metavar="DIR", help="continue the run in DIR from its latest checkpoint")
+    parser = argparse.ArgumentParser(description=__doc__, epilog=keys_epilog(),
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default=None,
+                        help="YAML config; without it the schema defaults that --print-config shows "
+                             "(configs/align_T2_G4.yaml is the quick start's setup)")
+    parser.add_argument("--resume", default=None, metavar="DIR",
+                        help="continue the run in DIR from its latest checkpoint, with DIR/config.yaml "
+                             "unless --config is given")
     parser.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
     parser.add_argument("overrides", nargs="*", help="key=value overrides, e.g. magrpo.joint_mode=cross")
     args = parser.parse_args(argv)
     overrides = list(args.overrides)
+    config = args.config
     if args.resume:
         overrides += [f"training.output_dir={args.resume}", "training.resume=true"]
+        if config is None:
+            config = Path(args.resume) / "config.yaml"
+            if not config.is_file():
+                print(f"error: --resume {args.resume}: {config} does not exist (not a run directory?); "
+                      "give the run's config with --config", file=sys.stderr)
+                return 2
     try:
-        cfg = load_config(args.config, overrides)
+        cfg = load_config(config, overrides)
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2

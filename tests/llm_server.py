@@ -95,7 +95,8 @@ class ScriptedLLMServer(LoopbackServer):
     """Each request takes the next behaviour from `script` (then `default`):
 
     "ok" (the `reply` text, after `delay_s`), "timeout" (the reply after `slow_s`), "429" (retry-after 0.01),
-    "500", "401", "echo500" (a 500 whose body repeats the request's auth headers: redaction checks),
+    "429ms" (retry-after-ms 20), "503stop" (a 503 with x-should-retry: false), "500", "401",
+    "echo500" (a 500 with x-should-retry: false whose body repeats the request's auth headers: redaction checks),
     "malformed" (a cut-off JSON body), "prose" (a valid reply with no usable content); any other string is
     sent as the reply text itself. `max_in_flight` counts concurrent requests.
     """
@@ -124,12 +125,16 @@ class ScriptedLLMServer(LoopbackServer):
             self.send(h, 404, {"error": {"message": "not found"}})
         elif behaviour == "429":
             self.send(h, 429, {"error": {"message": "rate limited"}}, {"retry-after": "0.01"})
+        elif behaviour == "429ms":
+            self.send(h, 429, {"error": {"message": "rate limited"}}, {"retry-after-ms": "20"})
+        elif behaviour == "503stop":
+            self.send(h, 503, {"error": {"message": "overloaded"}}, {"x-should-retry": "false"})
         elif behaviour in ("500", "401"):
             self.send(h, int(behaviour), {"error": {"message": "internal error" if behaviour == "500"
                                                     else "invalid api key"}})
         elif behaviour == "echo500":
             leak = "bad auth " + headers.get("authorization", "") + " " + headers.get("x-api-key", "")
-            self.send(h, 500, {"error": {"message": leak}})
+            self.send(h, 500, {"error": {"message": leak}}, {"x-should-retry": "false"})
         elif behaviour == "malformed":
             self.send(h, 200, b'{"id": "x", "choices": [{"index": 0, "message": {"content": "{\\"hel')
         elif behaviour == "prose":

@@ -129,3 +129,50 @@ def test_every_key_is_documented_with_its_default():
         if isinstance(default, list):
             shown = "[" + ", ".join(default) + "]"
         assert f"| `{key}` | `{shown}` |" in doc, f"{key} (default {shown}) missing from docs/configuration.md"
+
+
+@pytest.mark.parametrize("value,expected", [
+    ("all-linear", "all-linear"), (".*proj", ".*proj"), ("[q_proj,v_proj]", ["q_proj", "v_proj"]),
+])
+def test_lora_target_modules_takes_the_forms_peft_takes(value, expected):
+    assert load_config(None, [f"agents.lora.target_modules={value}"]).agents.lora.target_modules == expected
+
+
+@pytest.mark.parametrize("value", ["3", "[]", "''", "[q_proj,3]"])
+def test_lora_target_modules_refuses_others_naming_the_key(value):
+    with pytest.raises(ConfigError, match=r"^config error: agents\.lora\.target_modules="):
+        load_config(None, [f"agents.lora.target_modules={value}"])
+
+
+@pytest.mark.parametrize("name", ["easy", "humaneval"])
+def test_dataset_path_with_a_built_in_set_is_refused_naming_both_keys(name):
+    with pytest.raises(ConfigError) as err:
+        load_config(None, ["dataset.path=mine.jsonl", f"dataset.name={name}"])
+    msg = str(err.value)
+    assert "dataset.path='mine.jsonl'" in msg and f"dataset.name='{name}'" in msg and "\n" not in msg
+    assert load_config(None, ["dataset.path=mine.jsonl", "dataset.name=jsonl"]).dataset.path == "mine.jsonl"
+
+
+@pytest.mark.parametrize("mode,g,n,t,total", [
+    ("cross", 4, 2, 2, 16 + 256), ("cross", 4, 2, 3, 16 + 256 + 4096), ("cross", 2, 2, 4, 4 + 16 + 64 + 256),
+    ("align", 4, 2, 3, 4 + 16 + 64), ("cross", 3, 1, 2, 3 + 9),
+])
+def test_tree_joint_actions(mode, g, n, t, total):
+    from comlrl.config import tree_joint_actions
+
+    assert tree_joint_actions(mode, g, n, t) == total
+
+
+@pytest.mark.parametrize("overrides,warned", [
+    (["magrpo.joint_mode=cross"], False),  # 272 per tree
+    (["magrpo.joint_mode=cross", "magrpo.num_turns=3"], True),  # 4368
+    (["magrpo.joint_mode=cross", "magrpo.num_generations=6"], True),  # 36 + 1296
+    (["magrpo.joint_mode=align", "magrpo.num_turns=4"], False),  # align is never warned about
+])
+def test_cross_mode_warns_once_above_a_thousand_joint_actions_per_tree(overrides, warned, caplog):
+    caplog.set_level("WARNING", logger="comlrl")
+    load_config(None, overrides)
+    hits = [r.getMessage() for r in caplog.records if "scored joint actions" in r.getMessage()]
+    assert len(hits) == (1 if warned else 0)
+    if warned:
+        assert "magrpo.joint_mode=cross" in hits[0] and "> 1000" in hits[0]

@@ -16,7 +16,7 @@ Both score a finished trajectory on four criteria, 0-10 each:
     <name>[:<arg>]                          a judge registered with `register_judge`
 
 An LLM judge answers with a JSON object; a reply that is not one, a score outside 0-10, a timeout or an
-HTTP error is retried by the client (with backoff, and cached once valid) and, when every attempt failed,
+HTTP error is retried (transport errors by the official SDK, with its backoff; cached once valid) and, when every attempt failed,
 that trajectory is scored by the rule-based judge instead (`source == "rule-fallback"`).
 """
 
@@ -220,7 +220,7 @@ def parse_judge_scores(text: str) -> dict[str, Any] | None:
 
 
 class LLMJudge(Judge):
-    """Scores through an `ExpertClient` (retries, backoff, cache, counters); the fallback scores failures."""
+    """Scores through an `ExpertClient` (retries, cache, counters); the fallback scores failures."""
 
     name = "llm"
 
@@ -274,8 +274,6 @@ class JudgeOptions:
     cache_dir: str | None = None  # None = ~/.cache/comlrl/judge, "off" disables
     system_prompt: str = JUDGE_SYSTEM  # the rubric; `load_judge_prompt` reads task.actions.judge_prompt
     concurrency: int = 4
-    backoff_s: float = 0.5
-    backoff_max_s: float = 4.0
     extra: dict[str, Any] = field(default_factory=dict)  # passed on to the expert client
 
 
@@ -303,8 +301,7 @@ def make_judge(
     cache = o.cache_dir if o.cache_dir is not None else str(DEFAULT_CACHE_DIR.expanduser())
     settings = SimpleNamespace(expert_timeout_s=o.timeout_s, expert_max_retries=o.max_retries,
                                expert_concurrency=o.concurrency, expert_max_tokens=o.max_tokens,
-                               expert_cache_dir=cache, expert_backoff_s=o.backoff_s,
-                               expert_backoff_max_s=o.backoff_max_s)
+                               expert_cache_dir=cache)
     try:
         client = make_expert(spec, settings, resolve_local=resolve_local, base_url=base_url,
                              metrics=FeedbackMetrics(), **o.extra)

@@ -61,8 +61,8 @@ def parse_jsonl_lines(lines: Iterable[str], source: str) -> list[Problem]:
         if not line.strip():
             continue
         where = f"{source}:{lineno}"
-        try:
-            record = json.loads(line)
+        try:  # without its newline: a defect at the end of the line is reported there, not on "line 2"
+            record = json.loads(line.rstrip("\r\n"))
         except json.JSONDecodeError as exc:
             raise DatasetError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from None
         problem = _problem_from_record(record, where)

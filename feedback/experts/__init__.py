@@ -150,8 +150,8 @@ def make_expert(
 
     `resolve_local` maps a `local:` alias to a model directory (the trainer passes
     `comlrl.models.resolve_model_path`; feedback never imports comlrl). `base_url` overrides the
-    provider's endpoint (tests, proxies). `overrides` reach `ExpertClient` (backoff_base_s,
-    backoff_max_s, price_per_mtok, sleep, temperature, cache_dir...).
+    provider's endpoint (tests, proxies). `overrides` reach `ExpertClient` (price_per_mtok,
+    temperature, cache_dir...).
     """
     if spec is None:
         spec = getattr(external_cfg, "expert_edits_model", None)
@@ -169,8 +169,6 @@ def make_expert(
         "concurrency": int(getattr(external_cfg, "expert_concurrency", 4)),
         "max_tokens": int(getattr(external_cfg, "expert_max_tokens", 512)),
         "cache_dir": _cache_dir(external_cfg),
-        "backoff_base_s": float(getattr(external_cfg, "expert_backoff_s", 0.5)),
-        "backoff_max_s": float(getattr(external_cfg, "expert_backoff_max_s", 8.0)),
         "price_per_mtok": price_for(parsed.model),
         "metrics": metrics,
     }

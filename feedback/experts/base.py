@@ -1,10 +1,12 @@
-"""The provider-independent half of an expert client: retries, backoff, cache, concurrency, counters.
+"""The provider-independent half of an expert client: reply retries, cache, concurrency, counters.
 
-A provider implements one method, `_call(messages) -> Completion`, that makes exactly one attempt and
-raises on any failure. Everything that must behave the same for every provider lives here, once:
+A provider implements one method, `_call(messages, json_schema) -> Completion`: one request through its
+official SDK, whose own retries (`max_retries`: 408/409/429/5xx, timeouts, connection errors, with the
+server's `retry-after(-ms)` and `x-should-retry` honoured) cover the transport. What the SDKs cannot
+judge lives here, once, for every provider:
 
-- retries with bounded exponential backoff (and `Retry-After`) on 429, 5xx, timeouts, connection
-  errors, malformed bodies and unparseable edits; other errors (400, 401, 404...) fail at once;
+- retries of a reply that does not parse (malformed body, unusable edits); a request the SDK gave up
+  on, or a client error (400, 401, 404...), ends at once and the caller falls back;
 - an on-disk cache keyed by provider, model, endpoint and prompt (never the key), written only for
   replies that parsed, so a bad reply is not replayed forever;
 - a thread pool for concurrent requests, with identical prompts in one batch sent once;
@@ -19,7 +21,6 @@ import hashlib
 import json
 import logging
 import os
-import random
 import tempfile
 import threading
 import time
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from feedback.counters import FeedbackMetrics, default_metrics
-from feedback.experts.parsing import parse_edits
+from feedback.experts.parsing import edits_schema, parse_edits
 
 log = logging.getLogger("feedback.experts")
 
@@ -42,12 +43,16 @@ class ExpertError(RuntimeError):
     """An expert could not be built (bad spec, missing key, missing model); raised at start-up."""
 
 
-class RetryableError(RuntimeError):
-    """A failed attempt worth retrying (providers wrap their SDK's transient errors in this)."""
+class RequestFailed(RuntimeError):
+    """The SDK gave up on a request; `retries` counts the transport retries it made first."""
 
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
+    def __init__(self, message: str, retries: int = 0) -> None:
         super().__init__(message)
-        self.retry_after = retry_after
+        self.retries = retries
+
+
+class RetryableError(RequestFailed):
+    """A reply worth asking for again: its body did not parse (the SDK already retried the transport)."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,7 @@ class Completion:
     text: str
     input_tokens: int = 0
     output_tokens: int = 0
+    retries: int = 0  # transport retries the SDK made before this reply
 
 
 class ResponseCache:
@@ -109,11 +115,8 @@ class ExpertClient:
         max_tokens: int = 512,
         temperature: float = 0.0,
         cache_dir: str | os.PathLike[str] | None = None,
-        backoff_base_s: float = 0.5,
-        backoff_max_s: float = 8.0,
         price_per_mtok: tuple[float, float] = (0.0, 0.0),
         metrics: FeedbackMetrics | None = None,
-        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.model = model
         self.endpoint = endpoint
@@ -123,19 +126,17 @@ class ExpertClient:
         self.max_tokens = int(max_tokens)
         self.temperature = float(temperature)
         self.cache = ResponseCache(cache_dir) if cache_dir else None
-        self.backoff_base_s = float(backoff_base_s)
-        self.backoff_max_s = float(backoff_max_s)
         self.price_per_mtok = price_per_mtok
         self.counters = metrics if metrics is not None else default_metrics()
-        self._sleep = sleep
         self._secrets: tuple[str, ...] = ()
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
 
     # ----- what a provider implements -------------------------------------------------------------
 
-    def _call(self, messages: Messages) -> Completion:
-        """Make one attempt; raise `RetryableError` for transient failures, anything else to give up."""
+    def _call(self, messages: Messages, json_schema: dict[str, Any] | None = None) -> Completion:
+        """One request (the SDK retries its transport); `json_schema` asks for structured output where the
+        provider offers it. Raise `RetryableError` for a body that did not parse, anything else to give up."""
         raise NotImplementedError
 
     # ----- shared behaviour -----------------------------------------------------------------------
@@ -169,28 +170,23 @@ class ExpertClient:
                  "max_tokens": self.max_tokens, "temperature": self.temperature, "messages": messages}
         return hashlib.sha256(json.dumps(ident, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
-    def _delay(self, attempt: int, retry_after: float | None) -> float:
-        """Exponential backoff with jitter, never above `backoff_max_s` (a server's Retry-After included)."""
-        if retry_after is not None and retry_after >= 0:
-            return min(self.backoff_max_s, retry_after)
-        base = self.backoff_base_s * (2**attempt)
-        return min(self.backoff_max_s, base * (0.5 + 0.5 * random.random()))
-
     def _cost(self, c: Completion) -> float:
         pin, pout = self.price_per_mtok
         return (c.input_tokens * pin + c.output_tokens * pout) / 1e6
 
     def suggest(self, messages: Messages, role_names: list[str]) -> dict[str, str] | None:
         """Edits per role for one prompt, or None after all attempts failed (the caller falls back)."""
-        return self.complete(messages, lambda text: parse_edits(text, role_names) or None)
+        return self.complete(messages, lambda text: parse_edits(text, role_names) or None,
+                             json_schema=edits_schema(role_names))
 
     def complete(self, messages: Messages, parse: Callable[[str], T | None], *,
-                 counter_prefix: str = "expert") -> T | None:
-        """One chat request with this client's retries, backoff, cache and counters.
+                 counter_prefix: str = "expert", json_schema: dict[str, Any] | None = None) -> T | None:
+        """One chat request with this client's reply retries, cache and counters.
 
         `parse` turns the reply text into a result; None (or any falsy value) marks the reply unusable,
         which counts as a parse failure and is retried. Returns None after all attempts failed.
-        Counters are named `<counter_prefix>/calls` etc. (`expert/...` for `suggest`).
+        Counters are named `<counter_prefix>/calls` etc. (`expert/...` for `suggest`); `calls` and
+        `retries` include the SDK's transport retries.
         """
         m = self.counters
         p = counter_prefix
@@ -207,18 +203,18 @@ class ExpertClient:
         for attempt in range(attempts):
             if attempt:
                 m.inc(f"{p}/retries")
-            retry_after: float | None = None
             t0 = time.perf_counter()
             try:
                 m.inc(f"{p}/calls")
-                completion = self._call(messages)
+                completion = self._call(messages, json_schema)
             except RetryableError as exc:
+                self._count_sdk_retries(p, exc.retries)
                 m.inc(f"{p}/errors")
                 m.inc(f"{p}/latency_s", time.perf_counter() - t0)
-                retry_after = exc.retry_after
                 log.warning("expert %s: attempt %d/%d failed: %s", self.spec, attempt + 1, attempts,
                             self.redact(str(exc))[:400])
             except Exception as exc:  # noqa: BLE001 - any other error ends this request, never the run
+                self._count_sdk_retries(p, getattr(exc, "retries", 0))
                 m.inc(f"{p}/errors")
                 m.inc(f"{p}/failures")
                 m.inc(f"{p}/latency_s", time.perf_counter() - t0)
@@ -226,6 +222,7 @@ class ExpertClient:
                             self.redact(str(exc))[:400])
                 return None
             else:
+                self._count_sdk_retries(p, completion.retries)
                 m.inc(f"{p}/latency_s", time.perf_counter() - t0)
                 m.inc(f"{p}/input_tokens", completion.input_tokens)
                 m.inc(f"{p}/output_tokens", completion.output_tokens)
@@ -241,10 +238,13 @@ class ExpertClient:
                             attempts, "edits" if p == "expert" else "reply", len(completion.text))
                 if self.deterministic:
                     break
-            if attempt + 1 < attempts:
-                self._sleep(self._delay(attempt, retry_after))
         m.inc(f"{p}/failures")
         return None
+
+    def _count_sdk_retries(self, prefix: str, retries: int) -> None:
+        """Each SDK retry was one more request, after one more failed attempt."""
+        for name in ("calls", "retries", "errors"):
+            self.counters.inc(f"{prefix}/{name}", retries)
 
     def suggest_many(self, items: Sequence[tuple[Messages, list[str]]]) -> list[dict[str, str] | None]:
         """`suggest` for a batch, concurrently; identical prompts are sent once."""
@@ -302,5 +302,5 @@ class FunctionExpert(ExpertClient):
         super().__init__(model, **kwargs)
         self._fn = fn
 
-    def _call(self, messages: Messages) -> Completion:
+    def _call(self, messages: Messages, json_schema: dict[str, Any] | None = None) -> Completion:
         return Completion(self._fn(messages))

@@ -44,7 +44,8 @@ class LocalExpert(ExpertClient):
             return str(self._tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)), False
         return "\n\n".join(f"{m['role']}: {m['content']}" for m in messages) + "\n\nassistant:", True
 
-    def _call(self, messages: Messages) -> Completion:
+    def _call(self, messages: Messages, json_schema: dict[str, Any] | None = None) -> Completion:
+        """Greedy generation; `json_schema` is not enforced locally (the reply parser recovers the JSON)."""
         torch = self._torch
         with self._lock, torch.inference_mode():
             text, special = self._prompt(messages)

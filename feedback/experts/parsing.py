@@ -1,17 +1,22 @@
 """Robust extraction of per-agent edits from an expert's reply.
 
 Models wrap JSON in fences, add prose after it, stop mid-string at the token limit, or answer with
-near-JSON. We try, in order: fenced blocks, every decodable `{...}` in the text (last wins), a repaired
-truncated object, Python-literal dicts, and finally a per-key scan for `"role": "..."`. Keys are matched to role names
-case-insensitively; `agent0`/`0`-style keys and a JSON list in agent order are accepted too.
+near-JSON (unescaped quotes in code, single quotes, Python literals). We try, in order: every decodable
+`{...}` in fenced blocks and in the text (the last answer wins over quoted examples), then what the
+`json-repair` package recovers from each fenced block and from the whole text, and finally a per-key scan
+for `"role": "..."`. Keys are matched to role names case-insensitively; `agent0`/`0`-style keys and a JSON
+list in agent order are accepted too. Where the provider offers structured outputs, `edits_schema` asks
+for exactly these keys (tests/feedback/expert_replies.jsonl is the corpus of broken replies this must
+recover at least as well as json-repair alone).
 """
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 from typing import Any
+
+import json_repair
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n?(.*?)(?:```|\Z)", re.DOTALL)
 
@@ -71,81 +76,52 @@ def _decoded_objects(text: str) -> list[Any]:
     return found
 
 
-def repair_truncated(text: str) -> list[Any]:
-    """Objects cut off mid-way (token limit), closed again: strings, then brackets, dropping dangling members.
-
-    Tries each `{` that opens an object left unclosed at the end of the text.
-    """
-    out: list[Any] = []
-    starts = [m.start() for m in re.finditer(r"\{", text)][:32]
-    for start in starts:
-        s = text[start:]
-        for _ in range(8):  # each round drops one trailing member that could not be completed
-            closed = _close(s)
-            if closed is None:
-                break  # this `{` closes before the end: a complete object, not a truncated one
-            try:
-                out.append(json.loads(closed))
-                break
-            except ValueError:
-                pass
-            cut = s.rfind(",")
-            if cut <= 0:
-                break
-            s = s[:cut]
-        if out:
-            break
-    return out
+def _repaired(text: str) -> list[Any]:
+    """What `json_repair` recovers from broken JSON (unescaped quotes, truncation, single quotes, comments,
+    Python literals...): every value it finds, in order of position."""
+    try:
+        value = json_repair.loads(text)
+    except (ValueError, RecursionError):
+        return []
+    if isinstance(value, list) and any(isinstance(v, dict) for v in value):
+        return value  # several top-level values
+    return [value]
 
 
-def _close(s: str) -> str | None:
-    stack: list[str] = []
-    in_str = False
-    esc = False
-    for ch in s:
-        if in_str:
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == '"':
-                in_str = False
-        elif ch == '"':
-            in_str = True
-        elif ch in "{[":
-            stack.append("}" if ch == "{" else "]")
-        elif ch in "}]":
-            if not stack:
-                return None
-            stack.pop()
-            if not stack:
-                return None  # complete object: raw_decode would have found it
-    out = s
-    if in_str:
-        if esc:
-            out = out[:-1]
-        out += '"'
-    out = out.rstrip()
-    if out.endswith(","):
-        out = out[:-1]
-    if out.endswith(":"):
-        out += " null"
-    return out + "".join(reversed(stack))
-
-
-def _scan_keys(text: str, role_names: list[str]) -> dict[str, str] | None:
-    """Last resort: `"role": "value` per role, the value possibly unterminated."""
+def _scan_keys(text: str, role_names: list[str]) -> dict[str, str]:
+    """`"role": "value` per role (its last occurrence), the value running to the quote that closes the
+    object (or the text, or its fence) or precedes the next key. Unlike a JSON parser this knows the keys, so a code value
+    with unescaped quotes (`"print("hi")"`, `"s.split(",")"`) keeps them. Unterminated values run to the
+    end of the text, less a dangling `", "partial-key`."""
+    keys = "|".join(re.escape(r) for r in role_names)
+    # a role's key after an optional comma, or any other key after a comma
+    next_key = re.compile(r'"\s*(?:,?\s*"(?:' + keys + r')"|,\s*"[^"\n]*")\s*:', re.IGNORECASE)
     out: dict[str, str] = {}
     for role in role_names:
-        m = re.search(r'"' + re.escape(role) + r'"\s*:\s*"((?:[^"\\]|\\.)*)("?)', text, re.IGNORECASE | re.DOTALL)
-        if not m:
+        starts = list(re.finditer(r'"' + re.escape(role) + r'"\s*:\s*"', text, re.IGNORECASE))
+        if not starts:
             continue
-        raw = m.group(1)
+        rest = text[starts[-1].end():]
+        end = next_key.search(rest)
+        closes = list(re.finditer(r'"\s*(?:[}\]]|```|$)', rest))
+        if end is not None:
+            raw = rest[: end.start()]
+        elif closes:
+            raw = rest[: closes[-1].start()]
+        else:
+            dangling = re.search(r'"\s*,\s*"?[^"]*$', rest)
+            raw = rest[: dangling.start()] if dangling else rest
         try:
             out[role] = json.loads('"' + raw + '"').strip()
         except ValueError:
             out[role] = raw.replace("\\n", "\n").replace('\\"', '"').strip()
-    return out or None
+    return out
+
+
+def edits_schema(role_names: list[str]) -> dict[str, Any]:
+    """The JSON schema of an edits reply: one string per role, nothing else (strict structured outputs)."""
+    return {"type": "object", "properties": {r: {"type": "string"} for r in role_names},
+            "required": list(role_names), "additionalProperties": False}
 
 
 def parse_edits(text: str, role_names: list[str]) -> dict[str, str] | None:
@@ -160,15 +136,14 @@ def parse_edits(text: str, role_names: list[str]) -> dict[str, str] | None:
         got = _match(obj, role_names)
         if got:
             return got
-    for repaired in repair_truncated(text):
-        got = _match(repaired, role_names)
-        if got:
-            return got
-    for span in re.findall(r"\{.*\}", text, re.DOTALL)[-1:] + re.findall(r"\{.*?\}", text, re.DOTALL)[::-1]:
-        try:  # Python-literal dicts ('single quotes', True/None) from models imitating code
-            got = _match(ast.literal_eval(span), role_names)
-        except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
-            continue
-        if got:
-            return got
-    return _scan_keys(text, role_names)
+    repaired: dict[str, str] = {}
+    for block in [m.group(2) for m in _FENCE.finditer(text)] + [text]:
+        for obj in reversed(_repaired(block)):
+            repaired = _match(obj, role_names) or {}
+            if repaired:
+                break
+        if repaired:
+            break
+    # json-repair fixes what a key scan cannot (single quotes, lists, bare keys); the scan keeps unescaped
+    # quotes that json-repair reads as the end of a value, so where both found a role the scan wins
+    return {**repaired, **_scan_keys(text, role_names)} or None

@@ -1,13 +1,13 @@
 """Expert clients through the official openai / anthropic SDKs against a real HTTP server on 127.0.0.1.
 
-Injected 429, 500, timeouts, malformed bodies and unparseable replies: retries happen, backoff stays
-bounded, the fallback engages and is counted, and the key never reaches logs, caches or errors.
+Injected 429, 500, timeouts, malformed bodies and unparseable replies: the SDK retries the transport
+(its `x-stainless-retry-count` header shows each retry at the server), we retry only replies that do not
+parse, the fallback engages and is counted, and the key never reaches logs, caches or errors.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 
 import fb_cases as cases
@@ -24,18 +24,10 @@ from feedback.level_feedback import build as level_feedback_build
 KEY = "sk-test-0123456789abcdefSECRETSECRET"
 EMPTY_EDITS = '{"helper": "ok", "main": "ok"}'
 GOOD = '```json\n{"helper": "square x: return x * x", "main": "No changes needed."}\n```\nDone.'
-BACKOFF_MAX = 0.05
 
-
-class Sleeps:
-    """Records every backoff delay (and sleeps it: they are tiny)."""
-
-    def __init__(self) -> None:
-        self.delays: list[float] = []
-
-    def __call__(self, s: float) -> None:
-        self.delays.append(s)
-        time.sleep(s)
+def sdk_retry_counts(server: ScriptedLLMServer) -> list[int]:
+    """The retry number the SDK put on each request (0 = a first attempt)."""
+    return [int(r["headers"].get("x-stainless-retry-count", 0)) for r in server.requests]
 
 
 def ext(tmp_path: Path, spec: str, **kw: object) -> ExternalConfig:
@@ -47,31 +39,33 @@ def ext(tmp_path: Path, spec: str, **kw: object) -> ExternalConfig:
 
 
 def expert_for(provider: str, server: ScriptedLLMServer, cfg: ExternalConfig, metrics: FeedbackMetrics,
-               sleeps: Sleeps, monkeypatch: pytest.MonkeyPatch):
+               monkeypatch: pytest.MonkeyPatch):
     if provider == "anthropic":
         monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
         spec, url = "anthropic:claude-haiku-4-5", server.base
     else:
         monkeypatch.setenv("DEEPSEEK_API_KEY", KEY)
         spec, url = "deepseek:deepseek-coder", server.base_v1
-    return make_expert(spec, cfg, base_url=url, metrics=metrics, sleep=sleeps,
-                       backoff_base_s=0.01, backoff_max_s=BACKOFF_MAX)
+    return make_expert(spec, cfg, base_url=url, metrics=metrics)
 
 
 PROVIDERS = ["deepseek", "anthropic"]
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
-def test_retries_through_every_transient_failure(provider, tmp_path, monkeypatch):
-    m, sleeps = FeedbackMetrics(), Sleeps()
+def test_sdk_retries_the_transport_and_we_retry_the_unparseable_body(provider, tmp_path, monkeypatch):
+    m = FeedbackMetrics()
     with ScriptedLLMServer(reply=GOOD) as server:
         server.script.extend(["429", "500", "timeout", "malformed"])
         cfg = ext(tmp_path, "x:y")
-        expert = expert_for(provider, server, cfg, m, sleeps, monkeypatch)
+        expert = expert_for(provider, server, cfg, m, monkeypatch)
         ctx = cases.context("failing")
         [msgs] = build_next_messages([ctx], cfg, expert=expert, metrics=m)
         expert.close()
         assert [r["behaviour"] for r in server.requests] == ["429", "500", "timeout", "malformed", "ok"]
+        # the SDK retried 429, 500 and the timeout itself; the malformed body came back to us, and our
+        # retry is a fresh request
+        assert sdk_retry_counts(server) == [0, 1, 2, 3, 0]
         path = "/v1/messages" if provider == "anthropic" else "/v1/chat/completions"
         assert all(r["path"] == path for r in server.requests)
         assert server.requests[0]["headers"]["authorization"] == f"Bearer {KEY}"  # the key was really sent
@@ -82,37 +76,76 @@ def test_retries_through_every_transient_failure(provider, tmp_path, monkeypatch
     assert s["expert/fallbacks"] == 0 and s["prompts/expert_edits"] == 1
     assert s["expert/input_tokens"] == 100 and s["expert/output_tokens"] == 20
     assert s["expert/cost_usd"] > 0
-    # bounded backoff: one delay per retry, never above the cap; 429's Retry-After (0.01 s) honoured
-    assert len(sleeps.delays) == 4 and max(sleeps.delays) <= BACKOFF_MAX
-    assert sleeps.delays[0] == pytest.approx(0.01)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_the_sdk_honours_retry_after_ms_and_x_should_retry(provider, tmp_path, monkeypatch):
+    m = FeedbackMetrics()
+    with ScriptedLLMServer(reply=GOOD) as server:
+        server.script.extend(["429ms", "ok", "503stop"])
+        cfg = ext(tmp_path, "x:y", expert_cache_dir="off")
+        expert = expert_for(provider, server, cfg, m, monkeypatch)
+        first = expert.suggest([{"role": "user", "content": "one"}], ["helper", "main"])
+        second = expert.suggest([{"role": "user", "content": "two"}], ["helper", "main"])
+        expert.close()
+        assert [r["behaviour"] for r in server.requests] == ["429ms", "ok", "503stop"]
+        assert sdk_retry_counts(server) == [0, 1, 0]  # x-should-retry: false: not retried, though retries were left
+    assert first == {"helper": "square x: return x * x", "main": "No changes needed."} and second is None
+    assert m.get("expert/retries") == 1 and m.get("expert/failures") == 1
+
+
+@pytest.mark.parametrize("provider,field,expected", [
+    ("openai", "response_format", {"type": "json_schema", "json_schema": {
+        "name": "reply", "strict": True, "schema": {
+            "type": "object", "properties": {"helper": {"type": "string"}, "main": {"type": "string"}},
+            "required": ["helper", "main"], "additionalProperties": False}}}),
+    ("deepseek", "response_format", {"type": "json_object"}),
+    ("anthropic", "output_config", {"format": {"type": "json_schema", "schema": {
+        "type": "object", "properties": {"helper": {"type": "string"}, "main": {"type": "string"}},
+        "required": ["helper", "main"], "additionalProperties": False}}}),
+    ("openai-compatible", "response_format", None),  # servers differ: the prompt's instructions only
+])
+def test_structured_output_is_requested_where_the_provider_offers_it(provider, field, expected, tmp_path,
+                                                                      monkeypatch):
+    keys = {"openai": "OPENAI_API_KEY", "deepseek": "DEEPSEEK_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+    with ScriptedLLMServer(reply=GOOD) as server:
+        if provider in keys:
+            monkeypatch.setenv(keys[provider], KEY)
+        url = server.base if provider == "anthropic" else server.base_v1
+        spec = f"openai-compatible:m@{url}" if provider == "openai-compatible" else f"{provider}:m"
+        expert = make_expert(spec, ext(tmp_path, spec, expert_cache_dir="off"), base_url=url)
+        assert expert.suggest([{"role": "user", "content": "json please"}], ["helper", "main"])
+        expert.close()
+        assert server.requests[0]["body"].get(field) == expected
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_exhausted_retries_fall_back_and_training_continues(provider, tmp_path, monkeypatch):
-    m, sleeps = FeedbackMetrics(), Sleeps()
+    m = FeedbackMetrics()
     with ScriptedLLMServer(reply=EMPTY_EDITS) as server:
         server.default = "500"
         cfg = ext(tmp_path, "x:y", expert_max_retries=2, expert_fallback="level_feedback")
-        expert = expert_for(provider, server, cfg, m, sleeps, monkeypatch)
+        expert = expert_for(provider, server, cfg, m, monkeypatch)
         ctxs = [cases.context("failing"), cases.context("syntax")]
         out = build_next_messages(ctxs, cfg, expert=expert, metrics=m)
         expert.close()
-        assert len(server.requests) == 2 * 3  # two joint actions x (1 + 2 retries)
+        assert len(server.requests) == 2 * 3  # two joint actions x (1 + 2 SDK retries)
+        assert sorted(sdk_retry_counts(server)) == [0, 0, 1, 1, 2, 2]
     opts = FeedbackOptions.from_config(cfg)
     assert out == [level_feedback_build(c, opts) for c in ctxs]  # exactly the fallback mode's prompts
     s = m.snapshot()
     assert s["expert/fallbacks"] == 2 and s["expert/failures"] == 2
     assert s["prompts/level_feedback"] == 2 and s["prompts/expert_edits"] == 0
-    assert len(sleeps.delays) == 4 and max(sleeps.delays) <= BACKOFF_MAX
+    assert s["expert/retries"] == 4 and s["expert/calls"] == 6
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_unparseable_reply_is_retried_then_falls_back(provider, tmp_path, monkeypatch):
-    m, sleeps = FeedbackMetrics(), Sleeps()
+    m = FeedbackMetrics()
     with ScriptedLLMServer(reply=EMPTY_EDITS) as server:
         server.default = "prose"
         cfg = ext(tmp_path, "x:y", expert_max_retries=1, expert_fallback="plain")
-        expert = expert_for(provider, server, cfg, m, sleeps, monkeypatch)
+        expert = expert_for(provider, server, cfg, m, monkeypatch)
         out = build_next_messages([cases.context("failing")], cfg, expert=expert, metrics=m)
         expert.close()
         assert len(server.requests) == 2
@@ -124,23 +157,23 @@ def test_unparseable_reply_is_retried_then_falls_back(provider, tmp_path, monkey
 
 
 def test_client_errors_are_not_retried(tmp_path, monkeypatch):
-    m, sleeps = FeedbackMetrics(), Sleeps()
+    m = FeedbackMetrics()
     with ScriptedLLMServer(reply=EMPTY_EDITS) as server:
         server.default = "401"
         cfg = ext(tmp_path, "x:y")
-        expert = expert_for("deepseek", server, cfg, m, sleeps, monkeypatch)
+        expert = expert_for("deepseek", server, cfg, m, monkeypatch)
         build_next_messages([cases.context("failing")], cfg, expert=expert, metrics=m)
         expert.close()
         assert len(server.requests) == 1
-    assert m.get("expert/failures") == 1 and m.get("expert/fallbacks") == 1 and sleeps.delays == []
+    assert m.get("expert/failures") == 1 and m.get("expert/fallbacks") == 1 and m.get("expert/retries") == 0
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_cache_serves_repeats_without_a_request_and_holds_no_key(provider, tmp_path, monkeypatch):
-    m, sleeps = FeedbackMetrics(), Sleeps()
+    m = FeedbackMetrics()
     with ScriptedLLMServer(reply=GOOD) as server:
         cfg = ext(tmp_path, "x:y")
-        expert = expert_for(provider, server, cfg, m, sleeps, monkeypatch)
+        expert = expert_for(provider, server, cfg, m, monkeypatch)
         first = build_next_messages([cases.context("failing")], cfg, expert=expert, metrics=m)
         expert.close()
         # a new process with another key: same cache entry (the key is not part of the cache key)
@@ -160,11 +193,11 @@ def test_cache_serves_repeats_without_a_request_and_holds_no_key(provider, tmp_p
 
 
 def test_batch_is_concurrent_and_deduplicated(tmp_path, monkeypatch):
-    m, sleeps = FeedbackMetrics(), Sleeps()
+    m = FeedbackMetrics()
     with ScriptedLLMServer(reply=GOOD) as server:
         server.delay_s = 0.2
         cfg = ext(tmp_path, "x:y", expert_concurrency=3, expert_cache_dir="off")
-        expert = expert_for("deepseek", server, cfg, m, sleeps, monkeypatch)
+        expert = expert_for("deepseek", server, cfg, m, monkeypatch)
         distinct = [cases.context(c) for c in ("passing", "failing", "syntax")]
         out = build_next_messages(distinct + distinct, cfg, expert=expert, metrics=m)  # each twice
         expert.close()
@@ -191,15 +224,15 @@ def test_openai_compatible_spec_needs_no_key(tmp_path):
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_key_never_in_logs_errors_cache_or_metrics(provider, tmp_path, monkeypatch, caplog, capsys):
     caplog.set_level(logging.DEBUG)  # every logger, the SDKs' and httpx2's included
-    m, sleeps = FeedbackMetrics(), Sleeps()
+    m = FeedbackMetrics()
     with ScriptedLLMServer(reply=GOOD) as server:
-        server.script.extend(["echo500", "echo500", "429", "timeout", "malformed", "401"])
+        server.script.extend(["429", "timeout", "malformed", "echo500"])
         cfg = ext(tmp_path, "x:y", expert_max_retries=5)
-        expert = expert_for(provider, server, cfg, m, sleeps, monkeypatch)
+        expert = expert_for(provider, server, cfg, m, monkeypatch)
         out = build_next_messages([cases.context("failing")], cfg, expert=expert, metrics=m)
         expert.close()
         assert server.requests[0]["headers"]["authorization"] == f"Bearer {KEY}"
-    assert m.get("expert/fallbacks") == 1  # the 401 ended it
+    assert m.get("expert/fallbacks") == 1  # the 500 with x-should-retry: false ended it
     assert "bad auth Bearer ***" in caplog.text  # the echoed key reached our log line, redacted
     everything = [caplog.text, repr(expert), str(m.snapshot()), render(out[0], ["helper", "main"])]
     captured = capsys.readouterr()

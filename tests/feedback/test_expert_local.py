@@ -39,8 +39,7 @@ def test_local_tiny_random_expert_runs_and_falls_back_when_it_talks_nonsense():
     models = _models()
     cfg = _cfg("local:tiny-random")
     m = FeedbackMetrics()
-    expert = make_expert(cfg.expert_edits_model, cfg, resolve_local=models.resolve_model_path, metrics=m,
-                         backoff_base_s=0.0, backoff_max_s=0.0)
+    expert = make_expert(cfg.expert_edits_model, cfg, resolve_local=models.resolve_model_path, metrics=m)
     ctxs = [cases.context("failing"), cases.context("syntax")]
     out = build_next_messages(ctxs, cfg, expert=expert, metrics=m)
     expert.close()

@@ -61,8 +61,7 @@ def test_three_turns_with_a_flaky_expert(tmp_path, monkeypatch):
 
     with ScriptedLLMServer(reply='{"helper": "square it", "main": "add the colon"}') as server:
         server.script.extend(["500", "500", "timeout", "timeout"])  # the first requests fail twice each
-        expert = make_expert("deepseek:deepseek-coder", cfg, base_url=server.base_v1, metrics=m,
-                             backoff_base_s=0.001, backoff_max_s=0.01)
+        expert = make_expert("deepseek:deepseek-coder", cfg, base_url=server.base_v1, metrics=m)
         roots = make_roots([cases.INITIAL], "t")
         expand_trees(roots, TreeShape(num_agents=2, num_generations=2, num_turns=3, joint_mode="align",
                                       threshold=None), generate, score, next_messages)

@@ -102,7 +102,7 @@ def test_concurrent_builds_convert_once_and_agree(tmp_path: Path) -> None:
 
 def test_losing_the_rename_race_keeps_the_winner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without a working lock (e.g. NFS) another process may publish first: its result is used."""
-    monkeypatch.setattr(models, "_lock", lambda path: __import__("contextlib").nullcontext())
+    monkeypatch.setattr(models, "FileLock", lambda path: __import__("contextlib").nullcontext())
 
     def build(out: Path) -> None:
         (out / "config.json").write_text("{}")

@@ -208,3 +208,20 @@ def test_load_dataset_accepts_any_object_with_the_fields() -> None:
 
     train, evals = load_dataset(Cfg())
     assert len(train) == 10 and len(evals) == 20
+
+
+@pytest.mark.parametrize("line,column,msg", [
+    ('{"task_id": "t", "prompt": "p"', 31, "Expecting ',' delimiter"),  # unclosed at the end of the line
+    ('{"task_id": "t",}', 17, "Expecting property name enclosed in double quotes"),
+    ('{"task_id" "t"}', 12, "Expecting ':' delimiter"),
+])
+def test_jsonl_syntax_error_reports_the_column_json_reports(tmp_path: Path, line: str, column: int, msg: str) -> None:
+    """The line's own column, as `json` gives it for the line alone (its newline once made it `line 2 column 1`)."""
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps(record(0)) + "\n" + line + "\n" + json.dumps(record(1)) + "\n")
+    with pytest.raises(json.JSONDecodeError) as ref:
+        json.loads(line)
+    assert (ref.value.colno, ref.value.msg) == (column, msg)
+    with pytest.raises(DatasetError) as err:
+        load_jsonl(path)
+    assert str(err.value) == f"{path}:2: invalid JSON ({msg} at column {column})"

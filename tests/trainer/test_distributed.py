@@ -51,3 +51,26 @@ def test_refuses_a_world_accelerate_does_not_see(tmp_path, tiny_model):
     assert res.returncode != 0
     assert "launcher started WORLD_SIZE=2 processes" in res.stderr
     assert not (run / "metrics.jsonl").exists()
+
+
+@pytest.mark.parametrize("stage", [1, 2, 3])
+def test_deepspeed_configs_launch_from_any_directory(tmp_path, tiny_model, stage):
+    """The shipped ZeRO configs carry no relative path: a launch from another directory trains at that stage."""
+    import subprocess
+
+    import torch
+    from trainer_helpers import ENTRY, ROOT, env
+
+    elsewhere, run = tmp_path / "elsewhere", tmp_path / "run"
+    elsewhere.mkdir()
+    cmd = [str(VENV_BIN / "accelerate"), "launch", "--config_file",
+           str(ROOT / "configs" / "accelerate" / f"deepspeed_zero{stage}.yaml"), str(ENTRY),
+           "--config", str(ROOT / "configs" / "align_T2_G4.yaml"), *TINY, "training.steps=1",
+           f"training.output_dir={run}"]
+    res = subprocess.run(cmd, cwd=elsewhere, env={**env(), "DS_ACCELERATOR": "cpu"}, capture_output=True, text=True,
+                         timeout=1200)
+    assert res.returncode == 0, res.stderr[-4000:]
+    assert [r["step"] for r in metrics(run)] == [0, 1] and metrics(run)[1]["samples"] > 0
+    [optim] = (run / "checkpoints" / "step-1" / "deepspeed" / "state").glob("*optim_states.pt")
+    state = torch.load(optim, map_location="cpu", weights_only=False)["optimizer_state_dict"]
+    assert int(state["zero_stage"]) == stage

@@ -1,0 +1,118 @@
+"""What a new user meets first: --help, output_dir reuse, --resume DIR alone, W&B offline (tiny model)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from trainer_helpers import ROOT, TINY, env, metrics, train
+
+
+def _train_py(args: list[str], timeout: int = 120) -> subprocess.CompletedProcess:
+    e = {**env(), "COLUMNS": "200"}  # argparse wraps help at the terminal width, hyphenated words included
+    return subprocess.run([sys.executable, "scripts/train.py", *args], cwd=ROOT, env=e, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_help_lists_every_config_key_and_says_where_defaults_come_from():
+    from comlrl.config import schema_keys
+
+    res = _train_py(["--help"])
+    assert res.returncode == 0
+    text = " ".join(res.stdout.split())
+    for key, _ in schema_keys():
+        section, rest = key.split(".", 1)
+        assert rest in text, key
+    assert "--print-config" in text and "docs/configuration.md" in text
+    assert "schema defaults that --print-config shows" in text
+
+
+def test_an_earlier_runs_outputs_are_refused_and_kept(tmp_path):
+    run = tmp_path / "run"
+    (run / "checkpoints" / "step-1").mkdir(parents=True)
+    (run / "metrics.jsonl").write_text('{"step": 0, "reward_mean": 1.5}\n')
+    (run / "trees.jsonl").write_text('{"step": 1}\n')
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    res = _train_py(["--config", "configs/align_T2_G4.yaml", *TINY, f"training.output_dir={run}"])
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"config error: training.output_dir='{run}' already holds a run")
+    assert "metrics.jsonl" in lines[0] and "training.overwrite=true" in lines[0]
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+    assert (run / "checkpoints" / "step-1").is_dir()
+
+
+def test_resume_of_a_directory_without_a_config_says_so(tmp_path):
+    run = tmp_path / "not-a-run"
+    res = _train_py(["--resume", str(run)])
+    assert res.returncode == 2
+    assert res.stderr.strip() == (f"error: --resume {run}: {run}/config.yaml does not exist "
+                                  "(not a run directory?); give the run's config with --config")
+    assert not run.exists()  # nothing written
+
+
+@pytest.mark.slow
+def test_overwrite_replaces_the_earlier_run(tmp_path, tiny_model):
+    run = tmp_path / "run"
+    (run / "checkpoints" / "step-9").mkdir(parents=True)
+    (run / "metrics.jsonl").write_text('{"step": 9}\n')
+    res = train(["--config", "configs/align_T2_G4.yaml", *TINY, "training.steps=1", f"training.output_dir={run}",
+                 "training.overwrite=true"])
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert [r["step"] for r in metrics(run)] == [0, 1]
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-1"]
+
+
+@pytest.mark.slow
+def test_resume_dir_alone_reads_its_config(tmp_path, tiny_model):
+    """`--resume DIR` without --config: the run's own config.yaml (a tiny model, not the default one)."""
+    run = tmp_path / "run"
+    first = train(["--config", "configs/align_T2_G4.yaml", *TINY, "training.steps=1", f"training.output_dir={run}",
+                   "model.max_new_tokens=10"])
+    assert first.returncode == 0, first.stderr[-3000:]
+    again = train(["--resume", str(run), "training.steps=2"])  # an override on top of DIR/config.yaml
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "resumed from" in again.stderr and "(step 1)" in again.stderr
+    assert [r["step"] for r in metrics(run)] == [0, 1, 2]
+    saved = (run / "config.yaml").read_text()
+    assert "name: tiny-random" in saved and "max_new_tokens: 10" in saved and "steps: 2" in saved
+    assert (run / "checkpoints" / "step-2" / "meta.json").is_file()
+
+
+@pytest.mark.slow
+def test_wandb_offline_run_writes_its_files(tmp_path, tiny_model):
+    pytest.importorskip("wandb")
+    run = tmp_path / "run"
+    wandb_home = tmp_path / "wandb-home"
+    extra = {"WANDB_MODE": "offline", "WANDB_DIR": str(wandb_home), "WANDB_CONFIG_DIR": str(wandb_home / "config"),
+             "WANDB_CACHE_DIR": str(wandb_home / "cache"), "WANDB_DATA_DIR": str(wandb_home / "data"),
+             "WANDB_SILENT": "true"}
+    res = train(["--config", "configs/align_T2_G4.yaml", *TINY, "training.steps=1", f"training.output_dir={run}",
+                 "logging.wandb=true", "logging.wandb_project=comlrl-test"], extra_env=extra)
+    assert res.returncode == 0, res.stderr[-3000:]
+    [offline] = list((run / "wandb").glob("offline-run-*"))
+    [record] = list(offline.glob("run-*.wandb"))  # the run's protobuf record, what `wandb sync` uploads
+    data = record.read_bytes()
+    for needle in (b"comlrl-test", b"magrpo.num_generations", b"tiny-random", b"reward_mean", b"eval/pass_at_1"):
+        assert needle in data, needle  # the project, the flat config and the logged metrics
+    assert list((run / "tensorboard").glob("events.*"))  # the other outputs are all still there
+    assert [r["step"] for r in metrics(run)] == [0, 1]
+    assert res.stdout.strip().splitlines()[-1].endswith(
+        "(metrics.jsonl, trees.jsonl, tensorboard, wandb, checkpoints, final)")
+    assert not os.environ.get("WANDB_API_KEY") or os.environ["WANDB_API_KEY"] not in res.stderr
+
+
+@pytest.mark.slow
+def test_a_step_with_all_groups_tied_warns_once_with_the_count(tmp_path, tiny_model):
+    """Plain train.py on tiny-random: it never writes working code, every sibling ties, nothing trains."""
+    run = tmp_path / "run"
+    res = _train_py(["--config", "configs/align_T2_G4.yaml", *TINY, "training.steps=2", "dataset.eval_size=0",
+                     f"training.output_dir={run}"], timeout=900)
+    assert res.returncode == 0, res.stderr[-3000:]
+    steps = metrics(run)[-2:]
+    assert [r["samples"] for r in steps] == [0, 0] and all(r["adv_groups_skipped"] == 10 for r in steps)
+    warnings = [line for line in res.stderr.splitlines() if "trained on nothing" in line]
+    assert len(warnings) == 1
+    assert "step 1 trained on nothing: all 10 advantage groups tied" in warnings[0]
