@@ -43,6 +43,8 @@ def main() -> None:
     ap.add_argument("--length", type=int, default=64, help="L: completion tokens (EOS disabled)")
     ap.add_argument("--model", default="smollm2-135m-instruct")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--engine", choices=("hf", "vllm"), default="hf", help="comlrl's rollout.engine")
+    ap.add_argument("--trl-vllm", action="store_true", help="TRL with use_vllm (colocate mode)")
     ap.add_argument("--quick", action="store_true", help="tiny-random, 2 rounds, 8 tokens")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
@@ -71,7 +73,7 @@ def main() -> None:
         "magrpo.loss.kl_coef=0.0", "magrpo.learning_rate=2e-4", "magrpo.max_grad_norm=1.0",
         f"training.trees_per_step={P}", f"training.torch_threads={args.threads}", "training.seed=0",
         f"training.steps={args.rounds + 1}", "sandbox.cache=false", "external.mode=plain", "dataset.eval_size=1",
-        "logging.progress_bar=false", "model.gradient_checkpointing=false",
+        "logging.progress_bar=false", "model.gradient_checkpointing=false", f"rollout.engine={args.engine}",
     ])
     comp = build(cfg)
     comp.task = TieBreakTask(comp.task)
@@ -111,6 +113,7 @@ def main() -> None:
         max_steps=steps, shuffle_dataset=False, seed=0, report_to="none", logging_steps=10_000,
         save_strategy="no", disable_tqdm=True, dataloader_num_workers=0, log_completions=False,
         remove_unused_columns=False,
+        **({"use_vllm": True, "vllm_mode": "colocate"} if args.trl_vllm else {}),
     )
     peft_cfg = LoraConfig(r=lc.r, lora_alpha=lc.alpha, lora_dropout=lc.dropout, target_modules=list(lc.target_modules),
                           task_type="CAUSAL_LM")
@@ -217,7 +220,8 @@ def main() -> None:
            "rss_mb": round(rss_mb()), "total_s": round(time.perf_counter() - t_start, 1),
            "total_cpu_s": round(time.process_time(), 1)}
     comp.sandbox.close()
-    write("trl_step_quick" if args.quick and not args.out else "trl_step", out, args.out)
+    name = "trl_step" + (f"_{args.engine}" if args.engine != "hf" else "") + ("_trlvllm" if args.trl_vllm else "")
+    write(f"{name}_quick" if args.quick and not args.out else name, out, args.out)
     print(f"comlrl vs TRL {trl.__version__} GRPOTrainer, one step N=1 T=1 G={G} (P={P}, L={L}): step time ratio "
           f"{ratio:.2f} in CPU time (wall clock {wall_ratio:.2f}; median of {len(rec['ratios'])} alternating steps); "
           f"target <= 0.7")

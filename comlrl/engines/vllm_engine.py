@@ -149,9 +149,10 @@ class VLLMEngine:
         from vllm import SamplingParams
 
         cfg = self.policies.cfg
+        # EOS is the agent's eos_ids, exactly as for the hf engine (ignore_eos: not also the tokenizer's own)
         common = {"max_tokens": cfg.max_new_tokens, "stop": list(stops) or None,
                   "include_stop_str_in_output": True, "stop_token_ids": list(self.policies.eos_ids[agent]),
-                  "skip_special_tokens": False}
+                  "ignore_eos": True, "skip_special_tokens": False}
         if greedy:
             return SamplingParams(n=1, temperature=0.0, **common)
         seed = int(torch.randint(0, 2**31 - 1, (1,)))  # follows the trainer's torch seed
