@@ -160,15 +160,19 @@ class OllamaServer(LoopbackServer):
     (`done_reason: "length"`). With `"logprobs": true` every token carries `{token, logprob, bytes,
     top_logprobs}` (`top_logprobs` entries when asked), unless `logprobs_supported` is False (an Ollama
     before log-prob support: the field is ignored). A model not in `models` is a 404 `{"error": ...}`.
-    `script` behaviours per request: "ok", "500" (HTTP 500 `{"error": ...}`), "stream_error" (a streamed
-    reply that ends in an `{"error": ...}` line), "echo500" (a 500 that repeats the auth header).
+    `script` behaviours per request: "ok", "500" (HTTP 500 `{"error": ...}`, Ollama's crashed runner), any
+    other status code as digits (that status with an `{"error": ...}` body), "503stop" (a 503 with
+    `x-should-retry: false`), "stream_error" (a streamed reply that ends in an `{"error": ...}` line),
+    "echo500" (a 500 that repeats the auth header). `error_headers` go with every error status (e.g.
+    `{"retry-after-ms": "1"}` for fast retries).
     """
 
     def __init__(self, reply: Any = "Hello there.", models: tuple[str, ...] = ("scripted",),
-                 logprobs_supported: bool = True) -> None:
+                 logprobs_supported: bool = True, error_headers: dict[str, str] | None = None) -> None:
         self.reply = reply  # str, or callable(messages) -> str
         self.models = models
         self.logprobs_supported = logprobs_supported
+        self.error_headers = error_headers or {}
         self.script: deque[str] = deque()
         super().__init__()
 
@@ -192,13 +196,19 @@ class OllamaServer(LoopbackServer):
             return
         model = str(body.get("model", ""))
         if model not in self.models:
-            self.send(h, 404, {"error": f'model "{model}" not found, try pulling it first'})
+            self.send(h, 404, {"error": f'model "{model}" not found, try pulling it first'}, self.error_headers)
             return
         if behaviour == "500":
-            self.send(h, 500, {"error": "llama runner process has terminated: exit status 2"})
+            self.send(h, 500, {"error": "llama runner process has terminated: exit status 2"}, self.error_headers)
+            return
+        if behaviour == "503stop":
+            self.send(h, 503, {"error": "server busy"}, {**self.error_headers, "x-should-retry": "false"})
+            return
+        if behaviour.isdigit():
+            self.send(h, int(behaviour), {"error": f"scripted status {behaviour}"}, self.error_headers)
             return
         if behaviour == "echo500":
-            self.send(h, 500, {"error": "unauthorized: " + headers.get("authorization", "")})
+            self.send(h, 500, {"error": "unauthorized: " + headers.get("authorization", "")}, self.error_headers)
             return
         messages = body.get("messages") or []
         text = self.reply(messages) if callable(self.reply) else str(self.reply)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -197,7 +196,7 @@ class OpenAICompatibleBackend(ChatBackend):
 
 
 class OllamaBackend(ChatBackend):
-    """Ollama's native chat API; requests of a batch run concurrently, transient failures are retried.
+    """Ollama's native chat API; requests of a batch run concurrently, `OllamaChat` retries the transport.
 
     Replies are streamed, so `timeout_s` bounds the wait for the next token, not a whole long generation.
     """
@@ -209,9 +208,8 @@ class OllamaBackend(ChatBackend):
         from feedback.experts.ollama_client import OllamaChat
 
         self._chat = OllamaChat(model, base_url, api_key=api_key or os.environ.get(OLLAMA_KEY_ENV) or None,
-                                timeout_s=timeout_s, stream=True)
+                                timeout_s=timeout_s, stream=True, max_retries=max_retries)
         self.name = self._chat.name
-        self.max_retries = max(0, int(max_retries))
         self._params: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature, "top_p": top_p,
                                         "seed": seed, "logprobs": logprobs}
         self._pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="ollama")
@@ -219,17 +217,12 @@ class OllamaBackend(ChatBackend):
     def _one(self, messages: Messages, stop: Sequence[str]) -> ChatResult:
         from feedback.experts.ollama_client import OllamaError
 
-        for attempt in range(self.max_retries + 1):
-            try:
-                r = self._chat.chat(messages, stop=stop, **self._params)
-            except OllamaError as exc:
-                if not exc.retryable or attempt == self.max_retries:
-                    raise BackendError(f"backend error: {exc}") from None
-                time.sleep(min(4.0, 0.5 * 2**attempt))
-            else:
-                return ChatResult(continued(messages, r.text), r.done_reason, None, r.tokens, r.logprobs, r.prompt_tokens,
-                                  r.completion_tokens)
-        raise AssertionError("unreachable")
+        try:
+            r = self._chat.chat(messages, stop=stop, **self._params)
+        except OllamaError as exc:
+            raise BackendError(f"backend error: {exc}") from None
+        return ChatResult(continued(messages, r.text), r.done_reason, None, r.tokens, r.logprobs, r.prompt_tokens,
+                          r.completion_tokens)
 
     def complete(self, conversations: Sequence[Messages], *, stop: Sequence[str] = ()) -> list[ChatResult]:
         return list(self._pool.map(lambda m: self._one(list(m), stop), conversations))

@@ -16,8 +16,9 @@ Both score a finished trajectory on four criteria, 0-10 each:
     <name>[:<arg>]                          a judge registered with `register_judge`
 
 An LLM judge answers with a JSON object; a reply that is not one, a score outside 0-10, a timeout or an
-HTTP error is retried (transport errors by the official SDK, with its backoff; cached once valid) and, when every attempt failed,
-that trajectory is scored by the rule-based judge instead (`source == "rule-fallback"`).
+HTTP error is retried (transport errors by the official SDK, or for `ollama:` its client by the same rules;
+cached once valid) and, when every attempt failed, that trajectory is scored by the rule-based judge
+instead (`source == "rule-fallback"`).
 """
 
 from __future__ import annotations

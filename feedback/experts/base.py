@@ -2,7 +2,8 @@
 
 A provider implements one method, `_call(messages, json_schema) -> Completion`: one request through its
 official SDK, whose own retries (`max_retries`: 408/409/429/5xx, timeouts, connection errors, with the
-server's `retry-after(-ms)` and `x-should-retry` honoured) cover the transport. What the SDKs cannot
+server's `retry-after(-ms)` and `x-should-retry` honoured) cover the transport; `ollama:` has no SDK and
+its client retries by the same rules (`feedback/experts/ollama_client.py`). What the SDKs cannot
 judge lives here, once, for every provider:
 
 - retries of a reply that does not parse (malformed body, unusable edits); a request the SDK gave up
@@ -37,6 +38,10 @@ log = logging.getLogger("feedback.experts")
 
 Messages = list[dict[str, str]]
 T = TypeVar("T")
+
+# what the Stainless-built SDKs (openai, anthropic) retry by themselves, up to max_retries, besides every 5xx;
+# the Ollama client, which has no SDK, follows the same rule
+SDK_RETRIED_STATUS = frozenset({408, 409, 429})
 
 
 class ExpertError(RuntimeError):

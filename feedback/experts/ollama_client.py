@@ -7,33 +7,91 @@ top_logprobs}` in the reply or in each streamed chunk). An Ollama too old to kno
 field and the reply simply has none. httpx directly, not the `ollama` package: one POST and NDJSON lines
 need no SDK, and the errors stay ours to word.
 
-`OllamaChat` makes exactly one attempt per call and raises `OllamaError`, one line naming
-`ollama:<model>@<base_url>` and never the key; the expert client (`OllamaExpert`, below) and the rollout
-backend (`comlrl.agentic.backends.OllamaBackend`) decide about retries.
+There is no SDK here to retry the transport, so `OllamaChat.chat` does it, the one place that talks HTTP
+to Ollama, with the official SDKs' rules: up to `max_retries` more attempts after 408, 409, 429, 5xx, a
+timeout, a lost connection or Ollama's mid-stream `{"error": ...}` line; never after 400, 401, 403, 404;
+`x-should-retry: true|false` overrides the status; the wait is the server's `retry-after-ms` /
+`retry-after` (up to 2 minutes; a longer one is not waited for) or else 0.5 s doubling to 8 s, minus up to
+25 % jitter. A reply that does not parse is not a transport failure: it is raised at once (`malformed`)
+and the expert client's reply retries decide. Errors are `OllamaError`, one line naming
+`ollama:<model>@<base_url>`, never the key, carrying the retries made before it.
 """
 
 from __future__ import annotations
 
+import email.utils
 import json
+import random
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
 
-from feedback.experts.base import Completion, ExpertClient, Messages, RetryableError
+from feedback.experts.base import (
+    SDK_RETRIED_STATUS,
+    Completion,
+    ExpertClient,
+    Messages,
+    RequestFailed,
+    RetryableError,
+)
 
 KEY_ENV = "OLLAMA_API_KEY"  # optional: ollama.com and authenticating proxies want a bearer token
-RETRY_STATUS = frozenset({408, 425, 429})
+DEFAULT_MAX_RETRIES = 2  # the SDKs' default
+BACKOFF_BASE_S, BACKOFF_MAX_S = 0.5, 8.0  # the SDKs' exponential backoff
+MAX_RETRY_AFTER_S = 120.0  # a server asking for a longer wait is not retried (as the SDKs do)
 
 
 class OllamaError(RuntimeError):
-    """One failed request, as one line; `retryable` for timeouts, lost connections, 429 and 5xx."""
+    """One failed request, as one line.
 
-    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False) -> None:
+    `retryable`: a transport failure worth another attempt; `malformed`: a reply that did not parse;
+    `retries`: the attempts `OllamaChat.chat` had already retried; `retry_after_s`: the server's wait.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False,
+                 malformed: bool = False, retry_after_s: float | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.retryable = retryable
+        self.malformed = malformed
+        self.retry_after_s = retry_after_s
+        self.retries = 0
+
+
+def retry_after_s(headers: httpx.Headers) -> float | None:
+    """The server's wait in seconds: `retry-after-ms`, else `retry-after` as seconds or an HTTP date."""
+    for name, per_second in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            return float(value) / per_second
+        except ValueError:
+            continue
+    when = email.utils.parsedate_tz(headers.get("retry-after") or "")
+    return None if when is None else email.utils.mktime_tz(when) - time.time()
+
+
+def should_retry(status: int, headers: httpx.Headers) -> bool:
+    """The official SDKs' rule: a too-long `retry-after` never, then `x-should-retry`, then the status."""
+    wait = retry_after_s(headers)
+    if wait is not None and wait > MAX_RETRY_AFTER_S:
+        return False
+    told = headers.get("x-should-retry")
+    if told in ("true", "false"):
+        return told == "true"
+    return status in SDK_RETRIED_STATUS or status >= 500
+
+
+def backoff_s(retry: int, server_wait_s: float | None, jitter: float) -> float:
+    """Wait before retry number `retry` (0-based): the server's wait when in (0, 2 min], else 0.5 s x 2^retry
+    capped at 8 s, scaled by `jitter` in [0.75, 1]."""
+    if server_wait_s is not None and 0 < server_wait_s <= MAX_RETRY_AFTER_S:
+        return server_wait_s
+    return min(BACKOFF_BASE_S * 2.0**min(retry, 1000), BACKOFF_MAX_S) * jitter
 
 
 @dataclass(frozen=True)
@@ -46,6 +104,7 @@ class OllamaReply:
     logprobs: tuple[float, ...] | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    retries: int = 0  # transport retries made before this reply
 
 
 def normalize_base_url(base_url: str) -> str:
@@ -58,8 +117,9 @@ class OllamaChat:
     """A connection to one model on one Ollama server."""
 
     def __init__(self, model: str, base_url: str, *, api_key: str | None = None, timeout_s: float = 120.0,
-                 stream: bool = False) -> None:
+                 stream: bool = False, max_retries: int = DEFAULT_MAX_RETRIES) -> None:
         self.model = model
+        self.max_retries = max(0, int(max_retries))
         self.base_url = normalize_base_url(base_url)
         self.name = f"ollama:{model}@{self.base_url}"
         self.stream = stream
@@ -87,8 +147,22 @@ class OllamaChat:
         return body
 
     def chat(self, messages: Messages, **kwargs: Any) -> OllamaReply:
-        """One request (see `request_body` for the keyword arguments); raises `OllamaError`."""
+        """One reply, with transport retries (module docstring); see `request_body` for the keyword arguments.
+
+        Raises `OllamaError` (its `retries` set) when a failure is not retryable or the retries ran out."""
         body = self.request_body(messages, **kwargs)
+        for retry in range(self.max_retries + 1):
+            try:
+                return replace(self._attempt(body), retries=retry)
+            except OllamaError as exc:
+                exc.retries = retry
+                if not exc.retryable or retry == self.max_retries:
+                    raise
+                time.sleep(backoff_s(retry, exc.retry_after_s, 1.0 - 0.25 * random.random()))
+        raise AssertionError("unreachable")
+
+    def _attempt(self, body: dict[str, Any]) -> OllamaReply:
+        """One HTTP request; raises `OllamaError`."""
         try:
             if self.stream:
                 with self._client.stream("POST", "/api/chat", json=body) as resp:
@@ -114,9 +188,9 @@ class OllamaChat:
                 try:
                     obj = json.loads(line)
                 except ValueError:
-                    raise self._fail(f"malformed reply line: {line[:120]!r}", retryable=True) from None
+                    raise self._fail(f"malformed reply line: {line[:120]!r}", malformed=True) from None
                 if not isinstance(obj, dict):
-                    raise self._fail(f"malformed reply line: {line[:120]!r}", retryable=True)
+                    raise self._fail(f"malformed reply line: {line[:120]!r}", malformed=True)
                 yield obj
 
     def _status_error(self, resp: httpx.Response) -> OllamaError:
@@ -128,14 +202,14 @@ class OllamaChat:
         status = resp.status_code
         if status == 404 and "not found" in detail and self.model in detail:
             detail += f" (run `ollama pull {self.model}` on that server)"
-        retry = status in RETRY_STATUS or status >= 500
-        return self._fail(f"HTTP {status}: {detail}", status=status, retryable=retry)
+        return self._fail(f"HTTP {status}: {detail}", status=status, retryable=should_retry(status, resp.headers),
+                          retry_after_s=retry_after_s(resp.headers))
 
-    def _fail(self, what: str, *, status: int | None = None, retryable: bool = False) -> OllamaError:
+    def _fail(self, what: str, **kwargs: Any) -> OllamaError:
         text = f"{self.name}: {what}"
         if self._secret:
             text = text.replace(self._secret, "***")
-        return OllamaError(text, status=status, retryable=retryable)
+        return OllamaError(text, **kwargs)
 
     def close(self) -> None:
         self._client.close()
@@ -170,23 +244,26 @@ def assemble(chunks: Iterable[dict[str, Any]], fail: Callable[..., OllamaError])
 
 
 class OllamaExpert(ExpertClient):
-    """An expert (or judge) on `ollama:<model>@<base_url>`; retries happen in `ExpertClient.complete`."""
+    """An expert (or judge) on `ollama:<model>@<base_url>`: `OllamaChat` retries the transport up to
+    `max_retries`, as the SDK clients do; `ExpertClient.complete` retries replies that do not parse."""
 
     provider = "ollama"
 
     def __init__(self, model: str, *, base_url: str, api_key: str | None = None, **kwargs: Any) -> None:
         super().__init__(model, endpoint=normalize_base_url(base_url), **kwargs)
         self._register_secret(api_key)
-        self._chat = OllamaChat(model, base_url, api_key=api_key, timeout_s=self.timeout_s)
+        self._chat = OllamaChat(model, base_url, api_key=api_key, timeout_s=self.timeout_s,
+                                max_retries=self.max_retries)
 
-    def _call(self, messages: Messages) -> Completion:
+    def _call(self, messages: Messages, json_schema: dict[str, Any] | None = None) -> Completion:
+        # json_schema is not sent: Ollama before 0.5 rejects a schema in `format`; unparseable replies are retried
         try:
             reply = self._chat.chat(messages, max_tokens=self.max_tokens, temperature=self.temperature)
         except OllamaError as exc:
-            if exc.retryable:
-                raise RetryableError(str(exc)) from None
-            raise
-        return Completion(reply.text, reply.prompt_tokens, reply.completion_tokens)
+            if exc.malformed:
+                raise RetryableError(str(exc), exc.retries) from None
+            raise RequestFailed(str(exc), exc.retries) from None
+        return Completion(reply.text, reply.prompt_tokens, reply.completion_tokens, reply.retries)
 
     def close(self) -> None:
         super().close()

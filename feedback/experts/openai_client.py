@@ -11,10 +11,14 @@ from typing import Any
 
 import openai
 
-from feedback.experts.base import Completion, ExpertClient, Messages, RequestFailed, RetryableError
-
-# what the Stainless-built SDKs (openai, anthropic) retry by themselves, up to max_retries
-SDK_RETRIED_STATUS = frozenset({408, 409, 429})
+from feedback.experts.base import (
+    SDK_RETRIED_STATUS,
+    Completion,
+    ExpertClient,
+    Messages,
+    RequestFailed,
+    RetryableError,
+)
 
 
 def translate_error(exc: Exception, status_error: type, conn_error: type, max_retries: int) -> Exception:

@@ -3,16 +3,19 @@
 The server is a real HTTP server on 127.0.0.1 (tests/llm_server.py `OllamaServer`) speaking /api/chat as
 Ollama documents it: streamed NDJSON and single-object replies, `logprobs` entries with token, logprob,
 bytes and top_logprobs, 404 for a model that is not pulled, 500 `{"error": ...}`, an error line mid-stream.
-Everything on the client side is the code users run: the spec parser, httpx, the backend, the expert
-client with its retries, the judge and the trace CLI.
+Everything on the client side is the code users run: the spec parser, httpx, the client's transport
+retries (the official SDKs' rules, since there is no SDK here), the backend, the expert client, the judge
+and the trace CLI.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 from llm_server import OllamaServer, ollama_tokens
 from scripted_server import ScriptedModel
@@ -26,7 +29,14 @@ from comlrl.config import ExternalConfig
 from comlrl.tasks.datasets import load_problems
 from feedback import FeedbackMetrics, make_expert
 from feedback.experts import ExpertError, parse_spec
-from feedback.experts.ollama_client import OllamaChat, OllamaError, OllamaExpert
+from feedback.experts.ollama_client import (
+    OllamaChat,
+    OllamaError,
+    OllamaExpert,
+    backoff_s,
+    retry_after_s,
+    should_retry,
+)
 
 ASK = [{"role": "user", "content": "Say hello."}]
 TEXT = "Hello there, I am a small model.\nHow can I help?"
@@ -87,7 +97,7 @@ def test_errors_are_one_line_naming_model_and_url_never_the_key() -> None:
         missing = OllamaChat("llama9:70b", srv.base)
         with pytest.raises(OllamaError) as e404:
             missing.chat(ASK, max_tokens=8, temperature=0.0)
-        chat = OllamaChat("scripted", srv.base, api_key=KEY, stream=True)
+        chat = OllamaChat("scripted", srv.base, api_key=KEY, stream=True, max_retries=0)
         srv.script.extend(["500", "stream_error", "echo500"])
         errors = []
         for _ in range(3):
@@ -95,7 +105,7 @@ def test_errors_are_one_line_naming_model_and_url_never_the_key() -> None:
                 chat.chat(ASK, max_tokens=8, temperature=0.0)
             errors.append(exc.value)
         assert srv.requests[-1]["headers"]["authorization"] == f"Bearer {KEY}"  # the key was really sent
-    dead = OllamaChat("scripted", "http://127.0.0.1:9", timeout_s=5)
+    dead = OllamaChat("scripted", "http://127.0.0.1:9", timeout_s=5, max_retries=0)
     with pytest.raises(OllamaError) as gone:
         dead.chat(ASK, max_tokens=8, temperature=0.0)
     assert str(e404.value) == (f'ollama:llama9:70b@{srv.base}: HTTP 404: model "llama9:70b" not found, try pulling '
@@ -105,6 +115,7 @@ def test_errors_are_one_line_naming_model_and_url_never_the_key() -> None:
     assert "error: an error was encountered while running the model" in str(errors[1])
     assert str(errors[2]) == f"ollama:scripted@{srv.base}: HTTP 500: unauthorized: Bearer ***"
     assert all(e.retryable for e in errors) and gone.value.retryable
+    assert [e.retries for e in (e404.value, *errors, gone.value)] == [0] * 5  # max_retries=0: one attempt each
     assert str(gone.value).startswith("ollama:scripted@http://127.0.0.1:9: cannot connect")
     for err in (e404.value, *errors, gone.value):
         assert "\n" not in str(err) and KEY not in str(err)
@@ -112,10 +123,10 @@ def test_errors_are_one_line_naming_model_and_url_never_the_key() -> None:
 
 def test_backend_results_logprobs_retries_and_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OLLAMA_API_KEY", KEY)
-    with OllamaServer(TEXT) as srv:
+    with OllamaServer(TEXT, error_headers={"retry-after-ms": "1"}) as srv:
         backend = make_backend(f"ollama:scripted@{srv.base}", logprobs=True, max_tokens=32, greedy=True, seed=3)
         assert isinstance(backend, OllamaBackend)
-        srv.script.extend(["500", "stream_error"])  # transient: retried (the backend streams)
+        srv.script.extend(["500", "stream_error"])  # transient: retried by OllamaChat (the backend streams)
         with backend:
             outs = backend.complete([ASK, ASK + [{"role": "assistant", "content": "Hello"}]], stop=STOP_SEQUENCES)
         assert len(srv.requests) == 4
@@ -126,6 +137,7 @@ def test_backend_results_logprobs_retries_and_errors(monkeypatch: pytest.MonkeyP
         assert srv.requests[-1]["headers"]["authorization"] == f"Bearer {KEY}"
         with make_backend(f"ollama:nope@{srv.base}") as missing, pytest.raises(BackendError) as exc:
             missing.complete([ASK])
+        assert len(srv.requests) == 5  # the 404 was not retried
     assert outs[0].text == TEXT and outs[0].finish_reason == "stop" and outs[0].stop is None
     assert outs[0].logprobs == tuple(OllamaServer.logprob(i) for i in range(11)) and outs[0].completion_tokens == 11
     assert outs[1].text == "Hello" + TEXT  # an answer prefix comes back in front of its continuation
@@ -153,20 +165,29 @@ def test_trace_generation_through_ollama(tmp_path: Path) -> None:
 
 def test_expert_edits_through_ollama_with_retries() -> None:
     good = '```json\n{"helper": "square x: return x * x", "main": "No changes needed."}\n```'
+    ask = [{"role": "user", "content": "Review helper and main."}]
     m = FeedbackMetrics()
-    with OllamaServer(good, models=("qwen2.5-coder:7b",)) as srv:
+    with OllamaServer(good, models=("qwen2.5-coder:7b",), error_headers={"retry-after-ms": "1"}) as srv:
         cfg = ExternalConfig(mode="expert_edits", expert_edits_model=f"ollama:qwen2.5-coder:7b@{srv.base}",
                              expert_max_retries=2, expert_cache_dir="off", expert_max_tokens=64)
-        expert = make_expert(cfg.expert_edits_model, cfg, metrics=m, backoff_base_s=0.01, backoff_max_s=0.02)
+        expert = make_expert(cfg.expert_edits_model, cfg, metrics=m)
         assert isinstance(expert, OllamaExpert) and expert.spec == "ollama:qwen2.5-coder:7b"
         srv.script.extend(["500", "500"])
-        edits = expert.suggest([{"role": "user", "content": "Review helper and main."}], ["helper", "main"])
-        expert.close()
+        edits = expert.suggest(ask, ["helper", "main"])
         assert [r["behaviour"] for r in srv.requests] == ["500", "500", "ok"]
         assert srv.requests[-1]["body"]["options"]["num_predict"] == 64
+        s = m.snapshot(reset=True)
+        srv.script.extend(["500", "502", "503"])  # the transport retries run out: the caller falls back
+        gave_up = expert.suggest(ask, ["helper", "main"])
+        expert.close()
+        assert [r["behaviour"] for r in srv.requests[3:]] == ["500", "502", "503"]
     assert edits == {"helper": "square x: return x * x", "main": "No changes needed."}
-    s = m.snapshot()
+    # counted as the SDK clients count theirs: every transport retry is one more call
     assert s["expert/calls"] == 3 and s["expert/retries"] == 2 and s["expert/output_tokens"] > 0
+    assert s["expert/errors"] == 2 and s.get("expert/failures", 0) == 0
+    f = m.snapshot()
+    assert gave_up is None
+    assert f["expert/calls"] == 3 and f["expert/retries"] == 2 and f["expert/errors"] == 3 and f["expert/failures"] == 1
 
 
 def test_judge_through_ollama(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -174,13 +195,76 @@ def test_judge_through_ollama(tmp_path: Path, caplog: pytest.LogCaptureFixture) 
                          "rationale": "mostly done"})
     checks = (CheckResult("check 0", True), CheckResult("check 1", False))
     req = JudgeRequest("t", "troubleshooting", "Fix it.", "turn 1 ...", checks, 2, 4, 3, 1, 0, ("read_file",), True)
-    with OllamaServer(scores, models=("judge-m",)) as srv:
-        judge = make_judge(f"ollama:judge-m@{srv.base}", JudgeOptions(cache_dir="off", backoff_s=0.01))
+    with OllamaServer(scores, models=("judge-m",), error_headers={"retry-after-ms": "1"}) as srv:
+        judge = make_judge(f"ollama:judge-m@{srv.base}", JudgeOptions(cache_dir="off"))
         assert isinstance(judge, LLMJudge)
+        srv.script.append("429")
         (got,) = judge.score_many([req])
-        missing = make_judge(f"ollama:gone@{srv.base}", JudgeOptions(cache_dir="off", backoff_s=0.01))
+        assert [r["behaviour"] for r in srv.requests] == ["429", "ok"]  # rate limit: retried
+        missing = make_judge(f"ollama:gone@{srv.base}", JudgeOptions(cache_dir="off"))
         with caplog.at_level(logging.WARNING):
             (fallback,) = missing.score_many([req])
+        gone = [r for r in srv.requests if r["body"]["model"] == "gone"]
     assert (got.task_completion, got.action_quality, got.efficiency, got.creativity) == (8, 7, 6, 5)
+    assert judge.metrics()["judge/calls"] == 2 and judge.metrics()["judge/retries"] == 1
     assert got.source == "ollama:judge-m" and fallback.source == "rule-fallback"
-    assert f"ollama:gone@{srv.base}: HTTP 404" in caplog.text  # not retried: the model is not there
+    assert len(gone) == 1  # a 404 is not retried: the model is not there
+    assert f"ollama:gone@{srv.base}: HTTP 404" in caplog.text
+
+
+def test_retry_rule_is_the_official_sdks() -> None:
+    def h(**kv: str) -> httpx.Headers:
+        return httpx.Headers({k.replace("_", "-"): v for k, v in kv.items()})
+
+    for status in (408, 409, 429, 500, 502, 503, 504, 529):
+        assert should_retry(status, h()), status
+    for status in (400, 401, 403, 404, 413, 422):
+        assert not should_retry(status, h()), status
+    assert should_retry(400, h(x_should_retry="true")) and not should_retry(503, h(x_should_retry="false"))
+    assert not should_retry(429, h(retry_after="121")) and should_retry(429, h(retry_after="120"))
+    assert retry_after_s(h(retry_after_ms="250", retry_after="9")) == 0.25  # milliseconds win
+    assert retry_after_s(h(retry_after="1.5")) == 1.5 and retry_after_s(h()) is None
+    assert retry_after_s(h(retry_after_ms="soon")) is None
+    date = retry_after_s(h(retry_after=time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 30))))
+    assert date is not None and 28 <= date <= 31
+    assert [backoff_s(k, None, 1.0) for k in range(7)] == [0.5, 1.0, 2.0, 4.0, 8.0, 8.0, 8.0]
+    assert backoff_s(1, None, 0.75) == 0.75 and backoff_s(5000, None, 1.0) == 8.0
+    assert backoff_s(3, 0.02, 1.0) == 0.02  # the server's wait replaces the backoff...
+    assert backoff_s(0, 0.0, 1.0) == 0.5 and backoff_s(0, -3.0, 1.0) == 0.5 and backoff_s(0, 500.0, 1.0) == 0.5
+
+
+@pytest.mark.parametrize(("status", "requests"), [("400", 1), ("401", 1), ("403", 1), ("404", 1), ("503stop", 1),
+                                                  ("408", 2), ("409", 2), ("429", 2), ("500", 2), ("502", 2)])
+def test_client_retries_what_the_sdks_retry(status: str, requests: int) -> None:
+    with OllamaServer(TEXT, error_headers={"retry-after-ms": "1"}) as srv:
+        chat = OllamaChat("scripted", srv.base, max_retries=2)
+        srv.script.append(status)
+        if requests == 1:
+            with pytest.raises(OllamaError) as exc:
+                chat.chat(ASK, max_tokens=8, temperature=0.0)
+            assert exc.value.retries == 0 and not exc.value.retryable
+        else:
+            assert chat.chat(ASK, max_tokens=8, temperature=0.0).retries == 1
+        chat.close()
+        assert len(srv.requests) == requests
+
+
+def test_client_waits_as_the_server_says_and_gives_up_after_max_retries() -> None:
+    with OllamaServer(TEXT, error_headers={"retry-after-ms": "300"}) as srv:
+        chat = OllamaChat("scripted", srv.base, max_retries=2)
+        srv.script.extend(["429"])
+        t0 = time.perf_counter()
+        assert chat.chat(ASK, max_tokens=8, temperature=0.0).retries == 1
+        waited = time.perf_counter() - t0
+        srv.error_headers = {"retry-after": "0.01"}
+        srv.script.extend(["500", "500", "500", "500"])
+        with pytest.raises(OllamaError) as exc:
+            chat.chat(ASK, max_tokens=8, temperature=0.0)
+        chat.close()
+        assert len(srv.requests) == 2 + 3  # one first attempt and max_retries=2 retries
+    assert 0.3 <= waited < 2.0
+    assert exc.value.retries == 2 and exc.value.status == 500
+    dead = OllamaChat("scripted", "http://127.0.0.1:9", timeout_s=5, max_retries=1)
+    with pytest.raises(OllamaError) as gone:
+        dead.chat(ASK, max_tokens=8, temperature=0.0)
+    assert gone.value.retries == 1 and "cannot connect" in str(gone.value)  # a refused connection is retried
