@@ -24,8 +24,8 @@ from comlrl.tasks.tool_agent import ToolAgentTask  # noqa: E402
 _build = trainer.build
 
 
-def _build_with_stops(cfg: Any) -> Any:
-    comp = _build(cfg)
+def _build_with_stops(cfg: Any, *args: Any, **kwargs: Any) -> Any:
+    comp = _build(cfg, *args, **kwargs)
     print(f"stop_strings={list(comp.policies.stop_strings)}", flush=True)
     return comp
 

@@ -38,7 +38,8 @@ class ScriptedPolicies:
 
 
 def rollout(task: ActionsTask, probs, mode: str, turns: int = 3):
-    comp = SimpleNamespace(task=task, policies=ScriptedPolicies(probs),
+    scripted = ScriptedPolicies(probs)  # the rollout engine (and the policies) of this scripted run
+    comp = SimpleNamespace(task=task, policies=scripted, engine=scripted,
                            cfg=SimpleNamespace(magrpo=SimpleNamespace(num_agents=2)),
                            feedback=SimpleNamespace(context=lambda **f: feedback.FeedbackContext(**f)))
     r = Rollout(comp, probs)  # type: ignore[arg-type]
