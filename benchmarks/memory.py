@@ -46,7 +46,7 @@ def child(mode: str, model: str, length: int, threads: int, overrides: list[str]
     cfg = load_config(ROOT / "configs" / "align_T2_G4.yaml", [
         f"model.name={model}", f"model.max_new_tokens={length}", f"agents.mode={mode}", "magrpo.num_turns=1",
         f"training.torch_threads={threads}", "external.mode=plain", "logging.progress_bar=false",
-        "dataset.eval_size=1", "sandbox.workers=1", *overrides,
+        "dataset.eval_size=1", "sandbox.workers=1", "rollout.engine=hf", *overrides,
     ])
     out["micro_batch_size"] = cfg.magrpo.loss.micro_batch_size
     out["gradient_checkpointing"] = cfg.model.gradient_checkpointing

@@ -97,7 +97,8 @@ class ConfigBench:
         from comlrl.trainer import build
 
         overrides = [f"model.max_new_tokens={max_new_tokens}", f"training.torch_threads={args.threads}",
-                     "sandbox.cache=false", "logging.progress_bar=false", f"training.trees_per_step={args.trees}"]
+                     "sandbox.cache=false", "logging.progress_bar=false", f"training.trees_per_step={args.trees}",
+                     "rollout.engine=hf"]  # the expander comparison of an earlier issue: hf generate on both sides
         if args.quick:
             overrides += ["model.name=tiny-random", "external.mode=plain"]
         cfg = load_config(ROOT / "configs" / f"{name}.yaml", overrides)

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def comp(tmp_path_factory):
     out = tmp_path_factory.mktemp("direction")
     cfg = load_config(ROOT / "configs/align_T2_G4.yaml", [
-        "model.name=tiny-random", "training.torch_threads=1", "external.mode=plain",
+        "model.name=tiny-random", "training.torch_threads=1", "external.mode=plain", "rollout.engine=hf",
         "magrpo.learning_rate=1e-2", "magrpo.max_grad_norm=1000", f"training.output_dir={out}",
     ])
     return trainer.build(cfg)

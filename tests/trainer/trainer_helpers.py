@@ -15,6 +15,7 @@ VENV_BIN = Path(sys.executable).parent
 TINY = [
     "model.name=tiny-random", "model.max_new_tokens=12", "dataset.eval_size=2", "training.torch_threads=1",
     "logging.progress_bar=false", "external.mode=plain",
+    "rollout.engine=hf",  # the reference engine; the vllm engine has its own tests (tests/engines)
 ]
 
 
