@@ -21,10 +21,13 @@ from accelerate.utils import gather_object
 from comlrl.advantages import assign_advantages
 from comlrl.checkpoint import checkpoint_step, latest_checkpoint, load_checkpoint, save_checkpoint
 from comlrl.config import ConfigError, RunConfig, validate_threshold
+from comlrl.console import quiet_console
 from comlrl.distributed import WorldSizeError, make_accelerator, max_over_ranks, reduce_sums, uses_deepspeed
 from comlrl.loss import aggregate, logprob_gap, per_token_loss, step_normaliser, truncated_is_weights
 from comlrl.rollout import TreeShape, expand_trees, make_roots
 from comlrl.run_outputs import RUN_OUTPUTS, RunWriter, check_output_dir, make_trackers, node_records
+from comlrl.run_report import write_report
+from comlrl.tasks.base import Task
 from comlrl.tree import Node, TreeStats, backup_returns
 
 log = logging.getLogger("comlrl")
@@ -46,7 +49,7 @@ class Components:
 
     cfg: RunConfig
     accelerator: Any
-    task: Any
+    task: Task
     sandbox: Any
     policies: Any
     engine: Any  # comlrl.engines.RolloutEngine: samples the rollouts
@@ -150,7 +153,7 @@ class Rollout:
                 self.c.feedback.context(
                     problem=problem.prompt,
                     role_names=list(task.role_names),
-                    role_instructions=[task.role_instructions(a) for a in range(n_agents)],
+                    role_instructions=[task.revise_instructions(a) for a in range(n_agents)],
                     initial_messages=task.initial_messages(problem),
                     history=_history(index, node, j, n_agents),
                     reward=node.details[j],
@@ -182,30 +185,46 @@ class Rollout:
         return expand_trees(self.roots, shape, self.generate, self.score, self.next_messages)
 
 
-def _turn_sums(roots: list[Node], num_turns: int) -> dict[str, float]:
+def _turn_sums(roots: list[Node], num_turns: int, task: Task | None = None) -> dict[str, float]:
+    """Per-turn sums of rewards, joint actions, passes and the task's outcome counts (the same keys on
+    every rank, whatever its trees hold, so they can be summed over ranks)."""
     sums: dict[str, float] = {}
     for t in range(1, num_turns + 1):
         sums[f"turn_{t}/reward_sum"] = 0.0
         sums[f"turn_{t}/count"] = 0.0
         sums[f"turn_{t}/passed"] = 0.0
+        for name in task.outcome_names if task is not None else ():
+            sums[f"turn_{t}/{name}"] = 0.0
     for root in roots:
         for node in root.walk():
             sums[f"turn_{node.turn}/reward_sum"] += sum(node.rewards)
             sums[f"turn_{node.turn}/count"] += len(node.rewards)
             sums[f"turn_{node.turn}/passed"] += sum(bool(getattr(d, "all_passed", False)) for d in node.details)
+            for d in node.details if task is not None else ():
+                for name, value in task.outcome_counts(d).items():
+                    sums[f"turn_{node.turn}/{name}"] += float(value)
     return sums
 
 
 def _turn_means(sums: dict[str, float], num_turns: int, prefix: str = "") -> dict[str, float]:
+    """Means per turn and over all turns; a task's outcome counts become rates per joint action."""
     out: dict[str, float] = {}
     total_r = total_n = 0.0
+    extra: dict[str, float] = {}
     for t in range(1, num_turns + 1):
         n = sums[f"turn_{t}/count"]
         total_r += sums[f"turn_{t}/reward_sum"]
         total_n += n
         out[f"{prefix}turn_{t}/reward_mean"] = sums[f"turn_{t}/reward_sum"] / n if n else float("nan")
         out[f"{prefix}turn_{t}/pass_rate"] = sums[f"turn_{t}/passed"] / n if n else float("nan")
+        for key, value in sums.items():
+            head, _, name = key.partition("/")
+            if head == f"turn_{t}" and name not in ("reward_sum", "count", "passed"):
+                out[f"{prefix}{key}"] = value / n if n else float("nan")
+                extra[name] = extra.get(name, 0.0) + value
     out[f"{prefix}reward_mean"] = total_r / total_n if total_n else float("nan")
+    for name, value in extra.items():
+        out[f"{prefix}{name}"] = value / total_n if total_n else float("nan")
     return out
 
 
@@ -351,7 +370,7 @@ def training_step(comp: Components, step: int) -> tuple[dict[str, float], list[d
     t_update = time.perf_counter() - t_update
     stats = TreeStats.of(roots, m.num_turns)
     local = {
-        **_turn_sums(roots, m.num_turns),
+        **_turn_sums(roots, m.num_turns, comp.task),
         "nodes": sum(stats.nodes), "pruned": sum(stats.pruned), "leaves": stats.leaves,
         "joint_actions": sum(stats.joint_actions),
         **{f"turn_{t + 1}/nodes": stats.nodes[t] for t in range(m.num_turns)},
@@ -421,16 +440,15 @@ def evaluate(comp: Components, step: int) -> dict[str, float]:
     m = cfg.magrpo
     problems = comp.eval[: cfg.training.eval_size] if cfg.training.eval_size else comp.eval
     mine = problems[acc.process_index :: acc.num_processes]
-    sums = {k: 0.0 for k in _turn_sums([], m.num_turns)}
+    sums = {k: 0.0 for k in _turn_sums([], m.num_turns, comp.task)}  # a rank without problems adds zeros
     if mine:
         rollout = Rollout(comp, mine, greedy=True)
         roots = rollout.run(TreeShape(m.num_agents, 1, m.num_turns, "align", None), tag="eval")
-        sums = _turn_sums(roots, m.num_turns)
+        sums = _turn_sums(roots, m.num_turns, comp.task)
     sums["problems"] = float(len(mine))
     total = reduce_sums(acc, sums)
     means = _turn_means(total, m.num_turns, prefix="eval/")
-    out = {k: v for k, v in means.items() if "/turn_" in k or k == "eval/reward_mean"}
-    out = {k.replace("pass_rate", "pass_at_1"): v for k, v in out.items()}
+    out = {k.replace("pass_rate", "pass_at_1"): v for k, v in means.items()}
     out["eval/pass_at_1"] = out[f"eval/turn_{m.num_turns}/pass_at_1"]
     out["eval/problems"] = int(total["problems"])
     out["eval/seconds"] = time.perf_counter() - t0
@@ -484,8 +502,20 @@ def build(cfg: RunConfig, for_training: bool = True, log_with: list[Any] | None 
                       evalset)
 
 
+def progress_numbers(metrics: dict[str, float], num_turns: int) -> dict[str, str]:
+    """The progress bar's numbers: the step just finished (not a running average)."""
+    out = {"reward": f"{metrics['reward_mean']:.2f}",
+           "pass": f"{metrics.get(f'turn_{num_turns}/pass_rate', float('nan')):.2f}"}
+    if "helper_called" in metrics:
+        out["helper"] = f"{metrics['helper_called']:.2f}"
+    if "eval/pass_at_1" in metrics:
+        out["eval"] = f"{metrics['eval/pass_at_1']:.3f}"
+    out["tok_s"] = f"{metrics['tokens_per_s']:.0f}"
+    return out
+
+
 def run(cfg: RunConfig) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    quiet_console()  # again for callers other than scripts/train.py (idempotent)
     check_output_dir(cfg)  # before anything loads: an earlier run's outputs are never replaced unasked
     out = Path(cfg.training.output_dir)
     ckpt_root = out / "checkpoints"
@@ -502,15 +532,17 @@ def run(cfg: RunConfig) -> int:
             log.info("resumed from %s (step %d)", latest, start)
     writer = RunWriter(cfg, acc, resume_step=start) if acc.is_main_process else None
     bar = None
-    if acc.is_main_process and cfg.logging.progress_bar:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=cfg.training.steps, initial=start, desc="train", unit="step", dynamic_ncols=True)
     try:
         if start == 0 and comp.eval:
             ev = evaluate(comp, 0)
             if writer:
                 writer.log({"step": 0, **ev})
+                log.info("held-out before training: pass@1 %.3f of %d problems, reward %.3f (%.0f s)",
+                         ev["eval/pass_at_1"], ev["eval/problems"], ev["eval/reward_mean"], ev["eval/seconds"])
+        if acc.is_main_process and cfg.logging.progress_bar:  # after the first evaluation: s/step is training
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=cfg.training.steps, initial=start, desc="train", unit="step", dynamic_ncols=True)
         for step in range(start, cfg.training.steps):
             metrics, records = training_step(comp, step)
             done = step + 1
@@ -525,8 +557,7 @@ def run(cfg: RunConfig) -> int:
                 save_checkpoint(acc, comp.model, comp.policies, comp.optimizer, comp.scheduler, done, ckpt_root)
             if bar:
                 bar.update(1)
-                bar.set_postfix(reward=f"{metrics['reward_mean']:.3f}", pruned=f"{metrics['pruned_frac']:.2f}",
-                                tok_s=f"{metrics['tokens_per_s']:.0f}")
+                bar.set_postfix(progress_numbers(metrics, cfg.magrpo.num_turns))
         if acc.is_main_process:
             comp.policies.save(out / "final")
     finally:
@@ -540,6 +571,8 @@ def run(cfg: RunConfig) -> int:
     if acc.is_main_process:
         print(f"done: {cfg.training.steps} steps; outputs in {out.resolve()} "
               f"({', '.join(name for name in RUN_OUTPUTS if (out / name).exists())})")
+        for line in write_report(out, cfg.training.steps):
+            print(line)
     return 0
 
 

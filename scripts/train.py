@@ -58,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.print_config:
         print(to_yaml(cfg), end="")
         return 0
+    from comlrl.console import quiet_console
+
+    quiet_console()  # before torch, transformers and vLLM are imported: some of it is read at import
     from comlrl.trainer import USER_ERRORS, run
 
     try:

@@ -24,6 +24,7 @@ from typing import Any
 from comlrl.agentic.backends import BackendError, make_backend
 from comlrl.agentic.env import ToolEnvironment, load_edge_tests, record_edge_tests
 from comlrl.agentic.episode import EpisodeSettings, dumps, run_episodes
+from comlrl.console import quiet_console
 from comlrl.tasks.base import Problem
 
 log = logging.getLogger("generate_traces")
@@ -117,9 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    for noisy in ("httpx", "httpx2", "httpcore", "openai"):  # one INFO line per request otherwise
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    quiet_console()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     for name, value, low in (("--num-traces", args.num_traces, 1), ("--max-rounds", args.max_rounds, 1),
                              ("--attempts", args.attempts, 1), ("--batch", args.batch, 1)):

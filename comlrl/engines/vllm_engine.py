@@ -103,7 +103,7 @@ class VLLMEngine:
                            logprobs_mode="processed_logprobs",
                            # chunked prefill + per-request seeds crashes the CPU build (its sampler rewinds
                            # a torch.Generator offset, which CPU generators lack); whole prefills avoid it
-                           enable_chunked_prefill=False, **kw)
+                           enable_chunked_prefill=False, use_tqdm_on_load=False, **kw)
         except Exception as exc:  # unsupported architecture / head size / platform
             raise VLLMUnavailable(f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}") from exc
         finally:

@@ -48,6 +48,10 @@ class Task(ABC):
     def role_instructions(self, agent: int) -> str:
         """What agent `agent` must write; reused by the feedback prompts of later turns."""
 
+    def revise_instructions(self, agent: int) -> str:
+        """The role text of the prompts after turn 1, where an agent also sees its teammates' code."""
+        return self.role_instructions(agent)
+
     def answer_prefix(self, agent: int, problem: Problem) -> str:
         """How agent `agent`'s answer must start in every turn ("" = free). The model continues it, so
         small models cannot miss the format the reward checks (the function name, the code fence)."""
@@ -56,6 +60,13 @@ class Task(ABC):
     def begin_rollout(self) -> None:
         """A new batch of trees starts: drop caches kept for the previous one (environment states)."""
         return None
+
+    outcome_names: tuple[str, ...] = ()  # the keys of `outcome_counts`
+
+    def outcome_counts(self, reward: Any) -> dict[str, float]:
+        """0/1 facts about one scored joint action, keyed by `outcome_names`, that the trainer averages
+        per turn and logs as rates (`<name>`, `turn_<t>/<name>`, `eval/...`): e.g. helper calls."""
+        return {}
 
     @abstractmethod
     def score(self, items: list[tuple[Problem, list[str]]]) -> list[Any]:

@@ -6,6 +6,8 @@ own `aux` are dropped before scoring, so neither agent can solve the problem alo
 
 from __future__ import annotations
 
+from typing import Any
+
 from comlrl.tasks.base import Problem
 from comlrl.tasks.code_common import CodeTask
 from comlrl.tasks.code_extract import extract_code, function_header
@@ -19,6 +21,14 @@ MAIN_INSTRUCTIONS = (
     "You are the main agent. Write the complete function from the problem, with the same name and "
     "signature. Another agent writes a helper function `aux` that you can call; do not define `aux` "
     "yourself."
+)
+
+# From turn 2 the main agent sees the helper's code, so it can be asked to call it: without this the
+# embedded model calls `aux` in 0 of 40 training joint actions and the cooperation reward never pays.
+MAIN_REVISE_INSTRUCTIONS = (
+    "You are the main agent. Write the complete function from the problem, with the same name and "
+    "signature. Your teammate's helper `aux` is shown below: call `aux` where it does part of the work "
+    "and use its result. Do not define `aux` yourself."
 )
 
 
@@ -35,6 +45,9 @@ class CodeCollabTask(CodeTask):
             return MAIN_INSTRUCTIONS
         raise IndexError(f"code_collab has agents 0 (helper) and 1 (main), got agent {agent}")
 
+    def revise_instructions(self, agent: int) -> str:
+        return MAIN_REVISE_INSTRUCTIONS if agent == 1 else self.role_instructions(agent)
+
     def target_line(self, agent: int, problem: Problem) -> str:
         if agent == 0:
             return f"Write `{self.helper_name}` to help with `{problem.entry_point}`."
@@ -42,6 +55,15 @@ class CodeCollabTask(CodeTask):
 
     def defined_name(self, agent: int, problem: Problem) -> str:
         return self.helper_name if agent == 0 else problem.entry_point
+
+    outcome_names = ("helper_called", "helper_used", "passed_with_helper")
+
+    def outcome_counts(self, reward: Any) -> dict[str, float]:
+        """How the team cooperated: the main agent called `aux`, used its result, and the tests passed
+        with the helper in use (`passed_with_helper` / `helper_used` is the pass rate when it is used)."""
+        used = bool(reward.helper_result_used)
+        return {"helper_called": float(reward.helper_called), "helper_used": float(used),
+                "passed_with_helper": float(used and reward.all_passed)}
 
     def agent_codes(self, problem: Problem, completions: list[str]) -> tuple[str, ...]:
         helper = extract_code(completions[0], self.helper_name, None, exclude={problem.entry_point})

@@ -26,7 +26,25 @@ def cross_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("viz_real") / "cross"
     res = run(["scripts/train.py", "--config", "configs/cross_T2_G4.yaml", *TINY, f"training.output_dir={out}"])
     assert res.returncode == 0, res.stderr[-3000:]
+    (out.parent / "stdout.txt").write_text(res.stdout)
     return out
+
+
+def test_the_run_ends_with_its_before_after_report(cross_run: Path) -> None:
+    """The last lines: held-out pass@1 before/after with intervals, a verdict, the PNG and the tree page."""
+    lines = (cross_run.parent / "stdout.txt").read_text().splitlines()
+    i = next(k for k, line in enumerate(lines) if line.startswith("done: 1 steps; outputs in "))
+    before, after, verdict, curve, tree = lines[i + 1 : i + 6]
+    assert before.startswith("held-out pass@1 before: ") and "95% CI " in before
+    assert "main calls the helper in " in before  # code_collab's outcome rates reach the report
+    assert after.startswith("held-out pass@1 after 1 steps: ")
+    assert verdict.split(":")[0] in ("improved", "not improved") or verdict.startswith("no change")
+    png = Path(curve.removeprefix("reward curve: "))
+    assert png == cross_run / "plots" / "reward.png" and png.read_bytes()[:4] == b"\x89PNG"
+    page = Path(tree.removeprefix("tree view (open in a browser): "))
+    assert page == cross_run / "tree_step1.html" and len(NODE_RE.findall(page.read_text())) == 17
+    metrics = [json.loads(x) for x in (cross_run / "metrics.jsonl").read_text().splitlines()]
+    assert 0.0 <= metrics[0]["eval/helper_called"] <= 1.0 and "turn_2/helper_used" in metrics[1]
 
 
 def test_tree_page_of_a_real_cross_run(cross_run: Path, tmp_path: Path) -> None:

@@ -1,0 +1,95 @@
+"""Per-turn outcome rates (helper calls) from a task's declared `outcome_counts`: sums, means, ranks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from comlrl.tasks.base import Task
+from comlrl.tasks.code_collab import CodeCollabTask
+from comlrl.trainer import _turn_means, _turn_sums, progress_numbers
+from comlrl.tree import Node
+
+
+@dataclass
+class FakeReward:
+    helper_called: bool
+    helper_result_used: bool
+    all_passed: bool
+
+
+class CountingTask(Task):
+    num_agents = 2
+    role_names = ["helper", "main"]
+    reward_range = (0.0, 1.0)
+    outcome_names = ("called",)
+
+    def load(self, dataset_cfg):  # pragma: no cover - not used
+        raise NotImplementedError
+
+    def initial_messages(self, problem):  # pragma: no cover
+        raise NotImplementedError
+
+    def role_instructions(self, agent):  # pragma: no cover
+        raise NotImplementedError
+
+    def score(self, items):  # pragma: no cover
+        raise NotImplementedError
+
+    def outcome_counts(self, reward):
+        return {"called": float(reward.helper_called)}
+
+
+def _tree(turn1: list[FakeReward], turn2: list[FakeReward]) -> Node:
+    root = Node(id="0", turn=1, root=0, messages=[[], []], rewards=[1.0] * len(turn1), details=turn1)
+    child = Node(id="0.0", turn=2, root=0, messages=[[], []], parent="0", parent_action=0,
+                 rewards=[0.5] * len(turn2), details=turn2)
+    root.children[0] = child
+    return root
+
+
+def R(called: bool, used: bool = False, passed: bool = False) -> FakeReward:  # noqa: N802
+    return FakeReward(called, used, passed)
+
+
+def test_rates_per_turn_and_overall() -> None:
+    root = _tree([R(True), R(False), R(False), R(False)], [R(True), R(True)])
+    sums = _turn_sums([root], 2, CountingTask())
+    assert sums["turn_1/called"] == 1.0 and sums["turn_2/called"] == 2.0
+    means = _turn_means(sums, 2)
+    assert means["turn_1/called"] == pytest.approx(0.25)
+    assert means["turn_2/called"] == pytest.approx(1.0)
+    assert means["called"] == pytest.approx(3 / 6)  # over all joint actions of both turns
+    assert means["reward_mean"] == pytest.approx((4 * 1.0 + 2 * 0.5) / 6)
+
+
+def test_keys_exist_for_turns_without_nodes_so_ranks_can_sum_them() -> None:
+    """A rank whose trees all stopped after turn 1 must still send turn_2 keys (zeros) to the reduction."""
+    root = _tree([R(True)], [])
+    root.children.clear()
+    sums = _turn_sums([root], 2, CountingTask())
+    assert sums["turn_2/called"] == 0.0 and sums["turn_2/count"] == 0.0
+    assert set(_turn_sums([], 2, CountingTask())) == set(sums)
+    means = _turn_means(sums, 2)
+    assert means["turn_2/called"] != means["turn_2/called"]  # nan: no joint action in turn 2
+
+
+def test_without_a_task_only_the_basic_sums() -> None:
+    assert set(_turn_sums([], 1)) == {"turn_1/reward_sum", "turn_1/count", "turn_1/passed"}
+
+
+def test_code_collab_counts_calls_uses_and_passes_with_the_helper() -> None:
+    task = CodeCollabTask()
+    assert set(task.outcome_names) == {"helper_called", "helper_used", "passed_with_helper"}
+    assert task.outcome_counts(R(True, True, True)) == {"helper_called": 1.0, "helper_used": 1.0,
+                                                         "passed_with_helper": 1.0}
+    assert task.outcome_counts(R(True, False, True)) == {"helper_called": 1.0, "helper_used": 0.0,
+                                                          "passed_with_helper": 0.0}
+    assert task.outcome_counts(R(False, False, False))["helper_called"] == 0.0
+
+
+def test_progress_bar_shows_the_step_just_finished() -> None:
+    metrics = {"reward_mean": 2.5, "turn_2/pass_rate": 0.375, "helper_called": 0.125, "tokens_per_s": 231.4}
+    assert progress_numbers(metrics, 2) == {"reward": "2.50", "pass": "0.38", "helper": "0.12", "tok_s": "231"}
+    assert progress_numbers({**metrics, "eval/pass_at_1": 0.5}, 2)["eval"] == "0.500"
