@@ -34,5 +34,8 @@ def quiet_console(level: int = logging.INFO) -> None:
         logging.getLogger(name).setLevel(level)
     for name in CHATTY_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
+    # vLLM logs its platform probe (e.g. "Triton ... doesn't include CPU backend") while being imported,
+    # before it sets up its own logger from VLLM_LOGGING_LEVEL
+    logging.getLogger("vllm").setLevel(os.environ["VLLM_LOGGING_LEVEL"].upper())
     for category in (DeprecationWarning, FutureWarning, PendingDeprecationWarning):
         warnings.filterwarnings("ignore", category=category, module=LIBRARIES)
