@@ -13,6 +13,7 @@ from comlrl.config import RunConfig
 from comlrl.feedback_bridge import FeedbackBridge
 from comlrl.tasks import CodeCollabTask
 from comlrl.tasks.base import Problem
+from comlrl.tasks.code_common import path_codes
 from sandbox.executor import Sandbox, SandboxUnavailable
 
 PROMPT = 'def sum_of_squares(xs: list[int]) -> int:\n    """Return the sum of the squares of xs."""\n'
@@ -58,3 +59,21 @@ def test_feedback_shows_the_code_the_reward_scored(scored, mode):
             assert f"```python\n{code.strip(chr(10))}\n```" in user, (agent, user)
         assert "print(sum_of_squares" not in user
         assert "    pass" not in user
+
+
+def test_path_codes_take_the_scored_code_last_and_extract_earlier_turns(scored):
+    task, reward = scored
+    old_main = "```python\ndef sum_of_squares(xs):\n    return 0\n\nprint(sum_of_squares([]))\n```\nDone."
+    codes = path_codes([["def aux(x):\n    return x", HELPER], [old_main, MAIN]], reward)
+    assert codes == [["def aux(x):\n    return x\n", reward.codes[0]],
+                     ["def sum_of_squares(xs):\n    return 0\n", reward.codes[1]]]
+    assert list(reward.codes) == list(task.agent_codes(PROBLEM, [HELPER, MAIN]))
+    with pytest.raises(ValueError, match="scored 2 agents' code, the history has 1"):
+        path_codes([[MAIN]], reward)
+
+
+def test_bridge_leaves_other_rewards_to_their_task():
+    """Only a code reward carries code; a tool agent's or actions' context keeps codes=None."""
+    ctx = FeedbackBridge(RunConfig()).context(problem="p", role_names=["coder"], role_instructions=[""],
+                                              initial_messages=[], history=[["text"]], reward=object())
+    assert ctx.codes is None and ctx.code(0) == "text"
