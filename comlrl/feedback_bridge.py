@@ -6,6 +6,8 @@ from typing import Any
 
 import feedback
 from comlrl.config import RunConfig
+from comlrl.tasks.code.reward import CodeReward
+from comlrl.tasks.code_common import path_codes
 
 
 class FeedbackBridge:
@@ -20,6 +22,9 @@ class FeedbackBridge:
                                                resolve_local=resolve_model_path, metrics=self.counters)
 
     def context(self, **fields: Any) -> feedback.FeedbackContext:
+        """A context whose code is the code the reward scored (code tasks), not a second reading of the text."""
+        if isinstance(fields.get("reward"), CodeReward):
+            fields["codes"] = path_codes(fields["history"], fields["reward"])
         return feedback.FeedbackContext(**fields)
 
     def build(self, contexts: list[feedback.FeedbackContext]) -> list[list[list[dict]]]:

@@ -21,8 +21,11 @@ class FeedbackContext:
     """One joint action of turn t and the one sandbox execution that scored it.
 
     `history[i]` holds agent i's previous responses, oldest first; the last one is being revised.
-    `reward` is a `sandbox.rewards.CodeReward` (read by attribute, so any object with the same
-    fields works). `entry_point` is optional and only names the function in the instructions.
+    `codes[i][t]` is the code the task extracted from `history[i][t]`; the last one is the code the
+    reward scored, so prompts show the code that ran. Feedback never parses responses itself: without
+    `codes` the responses are shown as written. `reward` is a `comlrl.tasks.code.reward.CodeReward`
+    (read by attribute, so any object with the same fields works). `entry_point` is optional and only
+    names the function in the instructions.
     """
 
     problem: str
@@ -32,6 +35,7 @@ class FeedbackContext:
     history: list[list[str]]
     reward: Any
     entry_point: str = ""
+    codes: list[list[str]] | None = None
 
     def __post_init__(self) -> None:
         n = len(self.role_names)
@@ -44,6 +48,8 @@ class FeedbackContext:
             raise ValueError(f"FeedbackContext.initial_messages has {len(self.initial_messages)} entries for {n} agents")
         if any(len(h) == 0 for h in self.history):
             raise ValueError("FeedbackContext.history needs at least one previous response per agent")
+        if self.codes is not None and [len(c) for c in self.codes] != [len(h) for h in self.history]:
+            raise ValueError("FeedbackContext.codes needs one code per response in history (same shape)")
 
     @property
     def num_agents(self) -> int:
@@ -52,6 +58,11 @@ class FeedbackContext:
     def latest(self, agent: int) -> str:
         """The response being revised."""
         return self.history[agent][-1]
+
+    def code(self, agent: int, turn: int = -1) -> str:
+        """The code of agent `agent`'s response at `turn` (default: the latest, i.e. the scored code)."""
+        source = self.codes if self.codes is not None else self.history
+        return source[agent][turn]
 
 
 @dataclass(frozen=True)
@@ -103,13 +114,6 @@ def one_line(text: Any, limit: int) -> str:
     """Error messages on one line, capped (multi-line tracebacks would swamp a small model)."""
     s = " ".join(str(text or "").split())
     return s if len(s) <= limit else s[: max(0, limit - 3)] + "..."
-
-
-def extract_code(response: str) -> str:
-    """The code of a response exactly as the sandbox extracts it, so prompts show the code that ran."""
-    from sandbox.rewards import extract_code as sandbox_extract
-
-    return sandbox_extract(response or "").strip("\n")
 
 
 def as_list(items: Sequence[Any] | None) -> list[Any]:

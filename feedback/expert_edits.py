@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from feedback.context import FeedbackContext, FeedbackOptions, Messages, cap, extract_code, one_line
+from feedback.context import FeedbackContext, FeedbackOptions, Messages, cap, one_line
 from feedback.render import (
     assemble,
     code_block,
@@ -34,7 +34,7 @@ def expert_messages(ctx: FeedbackContext, opts: FeedbackOptions | None = None) -
     o = opts or FeedbackOptions()
     team = "\n".join(f"- {name}: {one_line(instr, 300)}" for name, instr in
                      zip(ctx.role_names, ctx.role_instructions, strict=True))
-    code = "\n".join(f"{name}:\n{code_block(extract_code(ctx.latest(i)), o.max_code_chars)}"
+    code = "\n".join(f"{name}:\n{code_block(ctx.code(i), o.max_code_chars)}"
                      for i, name in enumerate(ctx.role_names))
     p, t = test_counts(ctx)
     syn = [(ctx.role_names[i], s) for i, s in enumerate(syntax_errors(ctx, o.max_error_chars)) if s]

@@ -23,7 +23,7 @@ from feedback.render import (
     tests_ran,
 )
 
-# Reward notes that restate a fact the lines above already show (sandbox/rewards.py wording); any
+# Reward notes that restate a fact the lines above already show (comlrl/tasks/code/reward.py wording); any
 # other note (e.g. "main redefines aux", "combined program: SyntaxError ...") is passed on as is.
 _COVERED = re.compile(r"^\w+: SyntaxError at |^\w+: no top-level def |^main does not call |"
                       r"^main calls \w+ but ignores its result|^main is a thin wrapper|^run \w+")

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from feedback.context import FeedbackContext, FeedbackOptions, Messages, as_list, cap, extract_code, one_line
+from feedback.context import FeedbackContext, FeedbackOptions, Messages, as_list, cap, one_line
 
 DEFAULT_SYSTEM = (
     "You are a Python programmer in a team of agents that write code together over several turns. "
@@ -34,6 +34,7 @@ def system_message(ctx: FeedbackContext, agent: int) -> str:
 
 
 def code_block(code: str, limit: int) -> str:
+    code = code.strip("\n")
     body = cap(code, limit) if code.strip() else "# (empty response: no code)"
     return f"```python\n{body}\n```"
 
@@ -53,12 +54,12 @@ def context_sections(ctx: FeedbackContext, agent: int, opts: FeedbackOptions, mi
     parts.append(who + ("\n" + instr if instr else ""))
     hist = ctx.history[agent]
     if opts.include_history and len(hist) > 1 and not minimal:
-        older = [f"Attempt {t}:\n{code_block(extract_code(r), opts.max_history_chars)}" for t, r in
-                 enumerate(hist[:-1], start=1)]
+        older = [f"Attempt {t + 1}:\n{code_block(ctx.code(agent, t), opts.max_history_chars)}"
+                 for t in range(len(hist) - 1)]
         parts.append("Your earlier attempts (oldest first):\n" + "\n".join(older))
-    parts.append("Your latest code:\n" + code_block(extract_code(ctx.latest(agent)), opts.max_code_chars))
+    parts.append("Your latest code:\n" + code_block(ctx.code(agent), opts.max_code_chars))
     if n > 1 and not minimal:
-        mates = [f"{ctx.role_names[j]}:\n{code_block(extract_code(ctx.latest(j)), opts.max_code_chars)}"
+        mates = [f"{ctx.role_names[j]}:\n{code_block(ctx.code(j), opts.max_code_chars)}"
                  for j in range(n) if j != agent]
         parts.append("Your teammates' latest code:\n" + "\n".join(mates))
     return parts

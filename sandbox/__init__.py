@@ -1,6 +1,7 @@
-"""Isolated, fast execution of model-written code, AST test parsing/slicing and code rewards.
+"""Isolated, fast execution of model-written code, its results, and AST test parsing/slicing.
 
-Imports nothing from the rest of the project (see docs/architecture.md).
+Imports nothing from the rest of the project (see docs/architecture.md); the code tasks' reward is in
+comlrl/tasks/code/reward.py.
 """
 
 from .executor import Sandbox, SandboxUnavailable, detect_isolation

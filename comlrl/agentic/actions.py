@@ -29,6 +29,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from feedback.context import one_line
+
 PARAM_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
     "integer": (int,),
@@ -41,6 +43,7 @@ PARAM_TYPES: dict[str, tuple[type, ...]] = {
 TYPE_KEYS = ("action", "type", "name", "tool")
 PARAM_KEYS = ("parameters", "params", "arguments", "args", "input")
 MAX_TEXT_CHARS = 50_000  # a turn's answer is a few KB; refuse to scan pathological input
+EXCERPT_CHARS = 120  # the excerpt of the offending text an ActionError quotes
 _FENCE = re.compile(r"(`{3,}|~{3,})[ \t]*([\w+.-]*)[^\n]*\n(.*?)(?:\n?[ \t]*\1[ \t]*(?:\n|$)|\Z)", re.S)
 _DECODER = json.JSONDecoder(strict=False)  # raw newlines inside strings (code) are accepted
 
@@ -280,14 +283,24 @@ def _json_type(value: Any) -> str:
     return type(value).__name__
 
 
-def _short(text: str, limit: int = 120) -> str:
-    s = " ".join(text.split())
-    return s if len(s) <= limit else s[: limit - 3] + "..."
-
-
 def _looks_like_action(text: str) -> bool:
     head = text[:200]
     return any(f'"{k}"' in head or f"'{k}'" in head for k in TYPE_KEYS[:2])
+
+
+def json_objects(text: str) -> Iterator[tuple[int, int, Any]]:
+    """(start, end, value) of each JSON value that starts at a `{` in prose, left to right; a `{` that does
+    not decode gives (start, start, JSONDecodeError) and the scan goes on at the next `{`."""
+    i = 0
+    while (start := text.find("{", i)) >= 0:
+        try:
+            value, end = _DECODER.raw_decode(text, start)
+        except json.JSONDecodeError as exc:
+            yield start, start, exc
+            i = start + 1
+            continue
+        yield start, end, value
+        i = end
 
 
 def _candidates(text: str) -> tuple[list[tuple[Any, str]], list[ActionError], str]:
@@ -306,36 +319,30 @@ def _candidates(text: str) -> tuple[list[tuple[Any, str]], list[ActionError], st
                 value, end = _DECODER.raw_decode(body)
             except json.JSONDecodeError as exc:
                 errors.append(ActionError("malformed_json", f"invalid JSON in the ```json block ({exc.msg} at "
-                                          f"line {exc.lineno} column {exc.colno})", _short(body)))
+                                          f"line {exc.lineno} column {exc.colno})", one_line(body, EXCERPT_CHARS)))
                 continue
             if body[end:].strip():
                 errors.append(ActionError("malformed_json", "extra text after the JSON value in the ```json block",
-                                          _short(body)))
+                                          one_line(body, EXCERPT_CHARS)))
                 continue
             found.append((value, body))
         return found, errors, prose.strip()
     pieces: list[str] = []
-    i = last = 0
-    while True:
-        start = text.find("{", i)
-        if start < 0:
-            break
-        try:
-            value, end = _DECODER.raw_decode(text, start)
-        except json.JSONDecodeError as exc:
+    last = 0
+    for start, end, value in json_objects(text):
+        if isinstance(value, json.JSONDecodeError):
             if _looks_like_action(text[start:]):
-                errors.append(ActionError("malformed_json", f"invalid JSON action ({exc.msg} at column "
-                                          f"{exc.pos - start + 1} of the object)", _short(text[start:])))
+                errors.append(ActionError("malformed_json", f"invalid JSON action ({value.msg} at column "
+                                          f"{value.pos - start + 1} of the object)",
+                                          one_line(text[start:], EXCERPT_CHARS)))
                 pieces.append(text[last:start])
-                last = i = len(text)
+                last = len(text)
                 break
-            i = start + 1
             continue
         if isinstance(value, dict) and any(k in value for k in TYPE_KEYS):  # other JSON in prose is prose
             found.append((value, text[start:end]))
             pieces.append(text[last:start])
             last = end
-        i = end
     pieces.append(text[last:])
     return found, errors, "".join(pieces).strip()
 
@@ -386,27 +393,27 @@ def _parse(text: str, registry: ActionRegistry, max_actions: int) -> ParseResult
     for value, source in found:
         items = value if isinstance(value, list) else [value]
         if not items:
-            errors.append(ActionError("not_an_action", "an empty list holds no action", _short(source)))
+            errors.append(ActionError("not_an_action", "an empty list holds no action", one_line(source, EXCERPT_CHARS)))
         for obj in items:
             if not isinstance(obj, dict):
                 errors.append(ActionError("not_an_action", f"an action must be a JSON object, got {_json_type(obj)}",
-                                          _short(source)))
+                                          one_line(source, EXCERPT_CHARS)))
                 continue
             name, params, problem = _split_action(obj)
             if problem is not None and name is None:
-                errors.append(ActionError("not_an_action", problem, _short(source)))
+                errors.append(ActionError("not_an_action", problem, one_line(source, EXCERPT_CHARS)))
                 continue
             if not isinstance(name, str) or name not in registry:
                 known = ", ".join(registry.names())
                 errors.append(ActionError("unknown_type", f"unknown action type {name!r}; known types: {known}",
-                                          _short(source)))
+                                          one_line(source, EXCERPT_CHARS)))
                 continue
             if problem is not None:
-                errors.append(ActionError("schema", f"{name}: {problem}", _short(source)))
+                errors.append(ActionError("schema", f"{name}: {problem}", one_line(source, EXCERPT_CHARS)))
                 continue
             schema_errors = registry.get(name).validate(params)  # type: ignore[union-attr]
             if schema_errors:
-                errors.append(ActionError("schema", f"{name}: " + "; ".join(schema_errors), _short(source)))
+                errors.append(ActionError("schema", f"{name}: " + "; ".join(schema_errors), one_line(source, EXCERPT_CHARS)))
                 continue
             actions.append(Action(name, dict(params), source))
     if len(actions) > max_actions:

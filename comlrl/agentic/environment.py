@@ -43,6 +43,7 @@ from comlrl.agentic.actions import (
     Observation,
     parse_actions,
 )
+from feedback.context import cap
 
 log = logging.getLogger("comlrl.agentic")
 
@@ -60,14 +61,6 @@ class TaskFileError(ValueError):
 
 
 # ------------------------------------------------------------------------------------------ workspace
-
-
-def cap(text: str, limit: int = MAX_OBS_CHARS) -> str:
-    """Head and tail of a long text."""
-    if len(text) <= limit:
-        return text
-    head = limit * 2 // 3
-    return text[:head] + f"\n... [{len(text) - limit} characters cut] ...\n" + text[len(text) - (limit - head):]
 
 
 def path_parts(rel: Any) -> list[str]:

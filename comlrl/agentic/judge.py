@@ -24,7 +24,6 @@ instead (`source == "rule-fallback"`).
 from __future__ import annotations
 
 import json
-import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,12 +31,12 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from comlrl.agentic.environment import ActionProblem, CheckResult, TrajectoryState, cap
+from comlrl.agentic.actions import json_objects
+from comlrl.agentic.environment import ActionProblem, CheckResult, TrajectoryState
+from feedback.context import cap
 
 SCORE_KEYS = ("task_completion", "action_quality", "efficiency", "creativity")
 DEFAULT_CACHE_DIR = Path("~/.cache/comlrl/judge")
-_FENCE = re.compile(r"```[\w-]*\s*\n(.*?)(?:```|\Z)", re.S)
-_DECODER = json.JSONDecoder(strict=False)
 
 
 @dataclass(frozen=True)
@@ -195,20 +194,8 @@ def parse_judge_scores(text: str) -> dict[str, Any] | None:
     """
     if not isinstance(text, str) or not text.strip():
         return None
-    objs: list[Any] = []
-    for body in [m.group(1) for m in _FENCE.finditer(text)] + [text]:
-        i = 0
-        while True:
-            start = body.find("{", i)
-            if start < 0:
-                break
-            try:
-                value, end = _DECODER.raw_decode(body, start)
-            except json.JSONDecodeError:
-                i = start + 1
-                continue
-            objs.append(value)
-            i = end
+    # every value of the reply, left to right; one inside a ``` fence is found like any other
+    objs = [value for _, _, value in json_objects(text) if not isinstance(value, json.JSONDecodeError)]
     for obj in reversed(objs):
         if not isinstance(obj, dict) or not all(k in obj for k in SCORE_KEYS):
             continue

@@ -24,6 +24,7 @@ from comlrl.agentic.toolcall import (
     strip_fake_responses,
 )
 from comlrl.tasks.code_extract import extract, function_header, split_fences
+from feedback.context import cap
 
 _THINK_OPEN = re.compile(r"<think\s*>", re.I)
 _THINK_CLOSE = re.compile(r"</think\s*>", re.I)
@@ -118,14 +119,6 @@ def analyze_turn(text: str, entry_point: str | None = None, prompt: str | None =
 # --- observations -------------------------------------------------------------------------------------
 
 
-def _clip(text: str, limit: int) -> str:
-    """Keep the head and the tail (a traceback's last line matters most)."""
-    if len(text) <= limit:
-        return text
-    half = max(1, (limit - 25) // 2)
-    return f"{text[:half]}\n...[{len(text) - 2 * half} chars cut]...\n{text[-half:]}"
-
-
 def run_error(result: Any) -> str | None:
     """The error the model should read: the run's (syntax, load, timeout...) or else the first exception
     the function raised under the tests; None when it ran cleanly and only assertions decided."""
@@ -157,14 +150,14 @@ def observation(
         return analysis.call.payload(), HINT_BAD_CALL if hints else ""
     if analysis.code is None or result is None:
         return {"error": "no tool call and no final answer found"}, NO_ACTION_HINT if hints else ""
-    payload: dict[str, Any] = {"stdout": _clip(result.stdout or "", max_output_chars)}
+    payload: dict[str, Any] = {"stdout": cap(result.stdout or "", max_output_chars)}
     error = run_error(result)
-    payload["error"] = _clip(error, max_output_chars) if error else None
+    payload["error"] = cap(error, max_output_chars) if error else None
     payload["tests_passed"] = f"{result.passed}/{result.total}"
     failing = [a for a in result.asserts if a.status in ("failed", "error", "timeout")]
     if show_failed and failing:
         payload["failed"] = [
-            _clip(f"{a.source.strip()}" + (f"  # {a.error_type}: {a.message}" if a.message else ""), 300)
+            cap(f"{a.source.strip()}" + (f"  # {a.error_type}: {a.message}" if a.message else ""), 300)
             for a in failing[:show_failed]
         ]
     hint = ""

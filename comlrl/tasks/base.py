@@ -70,4 +70,4 @@ class Task(ABC):
 
     @abstractmethod
     def score(self, items: list[tuple[Problem, list[str]]]) -> list[Any]:
-        """One `sandbox.rewards.CodeReward` per (problem, completions per agent) item, in order."""
+        """One `comlrl.tasks.code.reward.CodeReward` per (problem, completions per agent) item, in order."""

@@ -33,7 +33,7 @@ MAIN_REVISE_INSTRUCTIONS = (
 
 
 class CodeCollabTask(CodeTask):
-    """N=2: helper (`aux`) + main (entry point); the sandbox rewards definitions, tests and helper use."""
+    """N=2: helper (`aux`) + main (entry point); the reward credits definitions, tests and helper use."""
 
     num_agents = 2
     role_names = ["helper", "main"]

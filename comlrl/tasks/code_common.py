@@ -1,8 +1,8 @@
 """What the code tasks share: chat messages with a stable prefix, code extraction and sandbox scoring.
 
 Subclasses only say who the agents are (`role_names`, `role_instructions`) and which piece of code each
-agent contributes (`agent_codes`). Scoring goes through `sandbox.rewards.score_batch`, so untrusted code
-never runs in the trainer process.
+agent contributes (`agent_codes`). Scoring goes through `comlrl.tasks.code.reward.score_batch`, whose
+executions run in the sandbox, so untrusted code never runs in the trainer process.
 """
 
 from __future__ import annotations
@@ -13,6 +13,9 @@ from abc import abstractmethod
 from typing import Any
 
 from comlrl.tasks.base import Problem, Task
+from comlrl.tasks.code import reward as levels
+from comlrl.tasks.code.reward import CodeReward, ScoreRequest, score_batch
+from comlrl.tasks.code_extract import extract_code
 from comlrl.tasks.datasets import load_dataset
 
 SYSTEM_PROMPT = (
@@ -49,6 +52,17 @@ def problem_text(problem: Problem) -> str:
     return f"Problem:\n```python\n{problem.prompt.strip(chr(10))}\n```"
 
 
+def path_codes(history: list[list[str]], reward: CodeReward) -> list[list[str]]:
+    """Per agent, per turn, the code a next-turn prompt shows for each response in `history`.
+
+    The latest turn's is exactly the code `reward` scored (the role's entry point, excluded names and
+    body wrapping applied); earlier turns' are read by the same extractor, without a role's names.
+    """
+    if len(reward.codes) != len(history):
+        raise ValueError(f"the reward scored {len(reward.codes)} agents' code, the history has {len(history)}")
+    return [[extract_code(text) for text in turns[:-1]] + [reward.codes[a]] for a, turns in enumerate(history)]
+
+
 class CodeTask(Task):
     """Base of the code-writing tasks; `sandbox` is a `sandbox.executor.Sandbox` (or anything with its API)."""
 
@@ -64,11 +78,9 @@ class CodeTask(Task):
 
     @property
     def reward_range(self) -> tuple[float, float]:  # type: ignore[override]
-        """The sandbox's reward range for this many agents (asked once, lazily)."""
+        """The reward range for this many agents (computed once, lazily)."""
         if self._range is None:
-            from sandbox.rewards import reward_range
-
-            lo, hi = reward_range(self.num_agents)
+            lo, hi = levels.reward_range(self.num_agents)
             self._range = (float(lo), float(hi))
         return self._range
 
@@ -114,10 +126,8 @@ class CodeTask(Task):
             self._tests[key] = parse_tests(problem.test, problem.entry_point, prompt=problem.prompt)
         return self._tests[key]
 
-    def requests(self, items: list[tuple[Problem, list[str]]]) -> list[Any]:
-        """`sandbox.rewards.ScoreRequest`s for (problem, completions per agent) items."""
-        from sandbox.rewards import ScoreRequest
-
+    def requests(self, items: list[tuple[Problem, list[str]]]) -> list[ScoreRequest]:
+        """`ScoreRequest`s for (problem, completions per agent) items."""
         out = []
         for problem, completions in items:
             if len(completions) != self.num_agents:
@@ -136,12 +146,10 @@ class CodeTask(Task):
             )
         return out
 
-    def score(self, items: list[tuple[Problem, list[str]]]) -> list[Any]:
+    def score(self, items: list[tuple[Problem, list[str]]]) -> list[CodeReward]:
         """One `CodeReward` per item; executions run in parallel (and cached) in the sandbox pool."""
         if not items:
             return []
         if self.sandbox is None:
             raise RuntimeError(f"{type(self).__name__}.score needs a sandbox (build_task(cfg, sandbox))")
-        from sandbox.rewards import score_batch
-
         return list(score_batch(self.requests(items), self.sandbox))

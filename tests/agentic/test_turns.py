@@ -111,7 +111,7 @@ def test_observation_of_a_partial_pass_names_a_failing_test() -> None:
     payload, hint = observation(a, res, max_output_chars=100, show_failed=1)
     assert payload["tests_passed"] == "1/4" and payload["error"] is None
     assert payload["failed"] == ["assert candidate(2, 3) == 5  # AssertionError: assert -1 == 5"]
-    assert len(payload["stdout"]) < 200 and "chars cut" in payload["stdout"]
+    assert len(payload["stdout"]) < 200 and "characters cut" in payload["stdout"]
     assert hint.startswith("1/4 tests pass")
     msg = observation_message(payload, hint)
     assert msg.startswith("<tool_response>{") and msg.split("</tool_response>")[1].strip() == hint

@@ -79,6 +79,7 @@ def test_rule_judge_scores_from_checks_and_actions() -> None:
 @pytest.mark.parametrize("text, ok", [
     (VALID, True),
     ("Here you go:\n```json\n" + VALID + "\n```", True),
+    ("~~~\n" + VALID + "~~~ and that is all {", True),  # any fence, closed on the JSON's line, stray brace
     ('{"task_completion": 8, "action_quality": 7.5, "efficiency": 0, "creativity": 10}', True),
     ('{"task_completion": 11, "action_quality": 7, "efficiency": 6, "creativity": 5}', False),  # out of range
     ('{"task_completion": -1, "action_quality": 7, "efficiency": 6, "creativity": 5}', False),

@@ -1,15 +1,19 @@
 """The joint actions the golden files are made of: a passing, a failing and a syntax-error one.
 
-Rewards are built by hand from the sandbox's own dataclasses, with the values `sandbox.rewards.score_batch`
-reports for these codes (test_feedback_sandbox.py checks that they still agree). code_collab: agent 0 =
+Rewards are built by hand from the reward's own dataclasses, with the values
+`comlrl.tasks.code.reward.score_batch` reports for these codes (test_feedback_sandbox.py checks that they still agree). code_collab: agent 0 =
 helper writing `aux`, agent 1 = main writing the entry point.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
+from comlrl.tasks.code.reward import CodeAnalysis, CodeReward
+from comlrl.tasks.code_common import path_codes
+from comlrl.tasks.code_extract import extract_code
 from feedback import FeedbackContext
 from sandbox.results import AssertResult, ExecResult, SyntaxErrorInfo
-from sandbox.rewards import CodeAnalysis, CodeReward
 
 PROBLEM = '''def sum_of_squares(xs: list[int]) -> int:
     """Return the sum of the squares of the numbers in xs.
@@ -102,23 +106,29 @@ def context(case: str) -> FeedbackContext:
         history, reward = [[HELPER_OK], [MAIN_SYNTAX]], syntax_reward()
     else:
         raise KeyError(case)
+    reward = scored(reward, history)
     return FeedbackContext(problem=PROBLEM, role_names=list(ROLES), role_instructions=list(ROLE_INSTRUCTIONS),
                            initial_messages=[list(m) for m in INITIAL], history=history, reward=reward,
-                           entry_point="sum_of_squares")
+                           entry_point="sum_of_squares", codes=path_codes(history, reward))
+
+
+def scored(reward: CodeReward, history: list[list[str]]) -> CodeReward:
+    """The reward with the code it scored: each agent's latest response through the task's extractor."""
+    return dataclasses.replace(reward, codes=tuple(extract_code(h[-1]) for h in history))
 
 
 def single_agent_context() -> FeedbackContext:
     """code_single: one agent writes the entry point alone."""
-    return FeedbackContext(
-        problem=PROBLEM, role_names=["main"], role_instructions=["Write `sum_of_squares(xs)`. Output only code."],
-        initial_messages=[[{"role": "system", "content": SYSTEM}, {"role": "user", "content": PROBLEM}]],
-        history=[["def sum_of_squares(xs):\n    return sum(x * 2 for x in xs)"]],
-        reward=CodeReward(
+    history = [["def sum_of_squares(xs):\n    return sum(x * 2 for x in xs)"]]
+    reward = scored(CodeReward(
             total=1.1666666667, components={"main_defined": 0.5, "syntax": 0.5, "tests": 2 / 3},
             analyses=(CodeAnalysis(role="main", defined=True, syntax_error=None, functions=("sum_of_squares",)),),
             tests_passed=1, tests_total=3, helper_called=False, helper_result_used=False, thin_wrapper=False,
-            exec=failing_reward().exec, notes=()),
-        entry_point="sum_of_squares")
+            exec=failing_reward().exec, notes=()), history)
+    return FeedbackContext(
+        problem=PROBLEM, role_names=["main"], role_instructions=["Write `sum_of_squares(xs)`. Output only code."],
+        initial_messages=[[{"role": "system", "content": SYSTEM}, {"role": "user", "content": PROBLEM}]],
+        history=history, reward=reward, entry_point="sum_of_squares", codes=path_codes(history, reward))
 
 
 # Canned expert answers, keyed by case (fenced JSON with prose around it, as real models answer).

@@ -9,7 +9,7 @@ import pytest
 from fb_golden import MODES, canned_expert, config
 
 from feedback import FeedbackContext, FeedbackMetrics, build_next_messages
-from feedback.context import cap, extract_code
+from feedback.context import cap
 
 FIRST_FAIL = "assert sum_of_squares([1, 2, 3]) == 14"
 LAST_FAIL = "assert sum_of_squares([-2]) == 4"
@@ -88,8 +88,8 @@ def test_outcome_modes_carry_only_own_latest_code_by_default(mode):
         text = user(msgs)
         assert "teammates" not in text and "earlier attempts" not in text
         assert "return x + x" not in text  # the helper's older attempt
-        assert extract_code(ctx.latest(1 - agent)) not in text  # the teammate's code
-        own = extract_code(ctx.latest(agent))
+        assert ctx.code(1 - agent).strip("\n") not in text  # the teammate's code
+        own = ctx.code(agent).strip("\n")
         assert f"Your latest code:\n```python\n{own}\n```\n\nFeedback:\n" in text
         assert "AssertionError" not in text and "Failing" not in text  # no diagnostics
         assert text.endswith("Reply with the complete code of your part only, no explanations.")
@@ -168,7 +168,8 @@ def test_long_texts_are_capped():
     bad = dataclasses.replace(base.exec.asserts[0], message=msg, source="assert " + "f(1) and " * 500 + "True")
     reward = dataclasses.replace(base, exec=dataclasses.replace(base.exec, asserts=(bad, *base.exec.asserts[1:])))
     ctx = dataclasses.replace(cases.context("failing"), problem=cases.PROBLEM * 200,
-                              history=[[huge, huge], [cases.MAIN_OK]], reward=reward)
+                              history=[[huge, huge], [cases.MAIN_OK]], codes=[[huge, huge], [cases.MAIN_OK]],
+                              reward=reward)
     for mode in ("level_feedback", "plain", "expert_edits"):
         text = user(build(mode, ctx)[0])
         assert len(text) < 9000 and "characters cut" in text
@@ -217,18 +218,17 @@ def test_works_with_the_real_external_config():
     assert FIRST_FAIL in user(out[0]) and LAST_FAIL in user(out[0])
 
 
-@pytest.mark.parametrize(
-    "response,code",
-    [
-        ("def f():\n    return 1\n", "def f():\n    return 1"),
-        ("Here:\n```python\ndef f():\n    return 1\n```\nDone.", "def f():\n    return 1"),
-        ("```py\na = 1\n```\ntext\n```\nb = 2\n```", "a = 1"),  # the first block: what the sandbox runs
-        ("```python\ndef f():\n    return 1", "def f():\n    return 1"),  # unclosed fence (cut off)
-        ("", ""),
-    ],
-)
-def test_extract_code(response, code):
-    assert extract_code(response) == code
+def test_code_is_the_scored_code_never_a_reparse():
+    """Prompts show `codes` (the extractor's output, the last one scored); without codes, the text as written."""
+    ctx = cases.context("failing")
+    history = [["```python\ndef aux(x):\n    return 1\n```", "raw helper"], ["raw main 1", "raw main 2"]]
+    codes = [["def aux(x):\n    return 1\n", "def aux(x):\n    return 2\n"], ["m1", "m2"]]
+    with_codes = dataclasses.replace(ctx, history=history, codes=codes)
+    assert [with_codes.code(0, 0), with_codes.code(0), with_codes.code(1)] == [codes[0][0], codes[0][1], "m2"]
+    as_written = dataclasses.replace(ctx, history=history, codes=None)
+    assert [as_written.code(0, 0), as_written.code(1)] == [history[0][0], "raw main 2"]
+    with pytest.raises(ValueError, match="one code per response"):
+        dataclasses.replace(ctx, history=history, codes=[["only one"], ["m1", "m2"]])
 
 
 def test_cap_keeps_head_and_tail():

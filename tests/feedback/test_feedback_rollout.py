@@ -12,9 +12,11 @@ from llm_server import ScriptedLLMServer
 
 from comlrl.config import ExternalConfig
 from comlrl.rollout import TreeShape, expand_trees, make_roots
+from comlrl.tasks.code.reward import ScoreRequest, score_batch
+from comlrl.tasks.code_common import path_codes
+from comlrl.tasks.code_extract import extract_code
 from feedback import FeedbackContext, FeedbackMetrics, build_next_messages, make_expert
 from sandbox.executor import Sandbox, SandboxUnavailable
-from sandbox.rewards import ScoreRequest, extract_code, score_batch
 from sandbox.testparse import parse_tests
 
 CODES = {0: [cases.HELPER_BAD, cases.HELPER_OK], 1: [cases.MAIN_SYNTAX, cases.MAIN_OK]}
@@ -56,7 +58,8 @@ def test_three_turns_with_a_flaky_expert(tmp_path, monkeypatch):
                 index[n.id] = n
         ctxs = [FeedbackContext(problem=cases.PROBLEM, role_names=list(cases.ROLES),
                                 role_instructions=list(cases.ROLE_INSTRUCTIONS), initial_messages=cases.INITIAL,
-                                history=history(node, j), reward=node.details[j]) for node, j in pairs]
+                                history=history(node, j), reward=node.details[j],
+                                codes=path_codes(history(node, j), node.details[j])) for node, j in pairs]
         return build_next_messages(ctxs, cfg, expert=expert, metrics=m)
 
     with ScriptedLLMServer(reply='{"helper": "square it", "main": "add the colon"}') as server:

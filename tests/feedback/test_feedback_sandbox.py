@@ -1,6 +1,6 @@
 """The hand-built rewards of the golden cases match what the real sandbox reports for the same code.
 
-Scores the three joint actions with `sandbox.rewards.score_batch` (one isolated execution each) and
+Scores the three joint actions with `comlrl.tasks.code.reward.score_batch` (one isolated execution each) and
 checks that every prompt built from the real rewards equals the golden file built from `cases.py`.
 """
 
@@ -12,9 +12,10 @@ import fb_cases as cases
 import pytest
 from fb_golden import golden_path, render
 
+from comlrl.tasks.code.reward import ScoreRequest, score_batch
+from comlrl.tasks.code_extract import extract_code
 from feedback import FeedbackMetrics, build_next_messages
 from sandbox.executor import Sandbox, SandboxUnavailable
-from sandbox.rewards import ScoreRequest, extract_code, score_batch
 from sandbox.testparse import parse_tests
 
 
@@ -40,7 +41,7 @@ def cases_names() -> tuple[str, ...]:
 def test_fixture_facts_match_the_real_sandbox(real_rewards, case):
     real, fake = real_rewards[case], cases.context(case).reward
     for field in ("tests_passed", "tests_total", "helper_called", "helper_result_used", "thin_wrapper", "analyses",
-                  "notes"):
+                  "notes", "codes"):
         assert getattr(real, field) == getattr(fake, field), field
     assert real.total == pytest.approx(fake.total)
     assert (real.exec is None) == (fake.exec is None)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from sbx_helpers import check_body
 
+from comlrl.tasks.code.reward import WEIGHTS, ScoreRequest, reward_range, score, score_batch
 from sandbox import Sandbox
-from sandbox.rewards import WEIGHTS, ScoreRequest, extract_code, reward_range, score, score_batch
 
 TESTS = check_body("assert candidate([1, 2, 3]) == 6\nassert candidate([]) == 0\n"
                    "assert candidate([5]) == 5\nassert candidate([-1, 1]) == 0", "total")
@@ -112,8 +112,3 @@ def test_reward_uses_all_tests_not_a_slice(sb: Sandbox) -> None:
     r = score(two(HELPER, MAIN_GOOD, TESTS.sliced(1)), sb)
     assert r.tests_total == 1  # the caller decides; score() never slices on its own
     assert score(two(HELPER, MAIN_GOOD), sb).tests_total == 4
-
-
-def test_extract_code() -> None:
-    assert extract_code("Here:\n```python\ndef f():\n    return 1\n```\nDone") == "def f():\n    return 1"
-    assert extract_code("def f():\n    return 1\n") == "def f():\n    return 1\n"

@@ -10,9 +10,9 @@ import warnings
 
 import pytest
 
+from comlrl.tasks.code.reward import analyze
 from comlrl.tasks.code_extract import extract_code
 from sandbox.executor import syntax_error_of
-from sandbox.rewards import analyze
 from sandbox.untrusted_source import FILENAME, check_compiles, parse
 
 WARNS = "def total(xs):\n    y = '\\d'\n    if xs is (1, 2):\n        return (1, 2)(3)\n    return sum(xs)\n"

@@ -1,10 +1,11 @@
-"""Scoring the code tasks through the real sandbox (skipped until the sandbox package exists)."""
+"""Scoring the code tasks through the real sandbox."""
 
 from __future__ import annotations
 
 import pytest
 
 from comlrl.tasks import CodeCollabTask, CodeSingleTask
+from comlrl.tasks.code.reward import reward_range
 from comlrl.tasks.datasets import load_easy, load_humaneval
 from comlrl.tasks.measure import canonical_code
 
@@ -17,7 +18,6 @@ def fenced(code: str) -> str:
     return f"```python\n{code}```"
 
 
-sandbox_rewards = pytest.importorskip("sandbox.rewards", reason="sandbox package not built yet")
 
 
 @pytest.fixture(scope="module")
@@ -43,9 +43,9 @@ def test_requests_follow_the_contract() -> None:
         CodeCollabTask().requests([(p0, ["only one"])])
 
 
-def test_reward_range_comes_from_the_sandbox() -> None:
-    assert CodeCollabTask().reward_range == tuple(sandbox_rewards.reward_range(2))
-    assert CodeSingleTask().reward_range == tuple(sandbox_rewards.reward_range(1))
+def test_reward_range_comes_from_the_code_reward() -> None:
+    assert CodeCollabTask().reward_range == tuple(reward_range(2))
+    assert CodeSingleTask().reward_range == tuple(reward_range(1))
 
 
 def test_single_scores_right_above_wrong(sandbox) -> None:  # noqa: ANN001

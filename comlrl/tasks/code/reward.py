@@ -12,6 +12,7 @@ Levels (weights in `WEIGHTS`, range from `reward_range`; see docs/rewards.md):
                program cannot collect them.
 
 Combined program = preamble (imports/helpers of the problem prompt) + helper code + main code.
+The levels are the code tasks' rules, so they live here; `sandbox` only runs the program and the tests.
 """
 
 from __future__ import annotations
@@ -20,14 +21,14 @@ import ast
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .executor import Sandbox
-from .results import ExecResult, SyntaxErrorInfo
-from .testparse import ParsedTests
-from .untrusted_source import check_compiles, parse
+from sandbox.executor import Sandbox
+from sandbox.results import ExecResult, SyntaxErrorInfo
+from sandbox.testparse import ParsedTests
+from sandbox.untrusted_source import check_compiles, parse
 
 __all__ = [
     "WEIGHTS", "CodeAnalysis", "CodeReward", "ScoreRequest", "SyntaxErrorInfo", "analyze", "combine",
-    "extract_code", "reward_range", "score", "score_batch",
+    "reward_range", "score", "score_batch",
 ]
 
 WEIGHTS: dict[int, dict[str, float]] = {
@@ -59,6 +60,7 @@ class CodeReward:
     thin_wrapper: bool
     exec: ExecResult | None
     notes: tuple[str, ...] = ()
+    codes: tuple[str, ...] = ()  # the code each agent contributed, as scored: what feedback shows
 
     @property
     def all_passed(self) -> bool:
@@ -82,16 +84,6 @@ def reward_range(num_agents: int) -> tuple[float, float]:
     if num_agents not in WEIGHTS:
         raise ValueError(f"num_agents={num_agents!r} is not supported; expected 1 or 2")
     return 0.0, float(sum(WEIGHTS[num_agents].values()))
-
-
-def extract_code(text: str) -> str:
-    """The code of a completion: the first fenced block if there is one (```python or ```), else the text."""
-    lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.strip().startswith("```")), None)
-    if start is None:
-        return text
-    end = next((j for j in range(start + 1, len(lines)) if lines[j].strip().startswith("```")), len(lines))
-    return "\n".join(lines[start + 1:end])
 
 
 # --------------------------------------------------------------------------------------------- static
@@ -257,6 +249,7 @@ def _finish(plan: _Plan, result: ExecResult | None) -> CodeReward:
         total=round(sum(comp.values()), 10), components=dict(comp), analyses=plan.analyses,
         tests_passed=passed, tests_total=total_tests, helper_called=plan.helper_called,
         helper_result_used=plan.helper_used, thin_wrapper=plan.thin, exec=result, notes=tuple(notes),
+        codes=tuple(req.codes),
     )
 
 

@@ -1,0 +1,79 @@
+"""Feedback shows the code the reward scored, even where a naive "first fence" reading would differ.
+
+Regression: the next-turn prompt used to show the first fenced block of each response while the reward
+scored the code extracted by `comlrl.tasks.code_extract`, so a response with a usage call after its
+function (or a second block) was shown with code that never ran. Real task, real sandbox, real bridge.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from comlrl.config import RunConfig
+from comlrl.feedback_bridge import FeedbackBridge
+from comlrl.tasks import CodeCollabTask
+from comlrl.tasks.base import Problem
+from comlrl.tasks.code_common import path_codes
+from sandbox.executor import Sandbox, SandboxUnavailable
+
+PROMPT = 'def sum_of_squares(xs: list[int]) -> int:\n    """Return the sum of the squares of xs."""\n'
+TEST = ("def check(candidate):\n    assert candidate([1, 2, 3]) == 14\n    assert candidate([]) == 0\n"
+        "    assert candidate([-2]) == 4\n")
+PROBLEM = Problem("easy/sum_of_squares", PROMPT, "sum_of_squares", TEST)
+# The first fence holds a usage line (dropped by the extractor: it would run before the tests); the
+# helper's first fence is a stub, its real definition comes in a second block.
+HELPER = ("```python\ndef aux(x):\n    pass\n```\nBetter:\n```python\ndef aux(x):\n    return x * x\n```")
+MAIN = ("```python\ndef sum_of_squares(xs):\n    return sum(aux(x) for x in xs)\n\n"
+        "print(sum_of_squares([1, 2, 3]))\n```")
+
+
+@pytest.fixture(scope="module")
+def scored():
+    task = CodeCollabTask()
+    try:
+        with Sandbox(workers=1, timeout_s=10.0) as sb:
+            task.sandbox = sb
+            (reward,) = task.score([(PROBLEM, [HELPER, MAIN])])
+    except SandboxUnavailable as exc:  # pragma: no cover - depends on the machine
+        pytest.skip(f"no usable sandbox here: {exc}")
+    return task, reward
+
+
+@pytest.mark.parametrize("mode", ["level_feedback", "plain"])
+def test_feedback_shows_the_code_the_reward_scored(scored, mode):
+    task, reward = scored
+    helper_code, main_code = task.agent_codes(PROBLEM, [HELPER, MAIN])
+    assert "print(" not in main_code and "pass" not in helper_code  # the two readings really disagree
+    assert reward.all_passed  # the scored code is the real answer
+    cfg = RunConfig()
+    cfg.external.mode = mode
+    bridge = FeedbackBridge(cfg)
+    ctx = bridge.context(problem=PROMPT, role_names=list(task.role_names),
+                         role_instructions=[task.revise_instructions(a) for a in range(2)],
+                         initial_messages=task.initial_messages(PROBLEM), history=[[HELPER], [MAIN]],
+                         reward=reward, entry_point=PROBLEM.entry_point)
+    (messages,) = bridge.build([ctx])
+    for agent, prompt in enumerate(messages):
+        user = prompt[-1]["content"]
+        for code in (helper_code, main_code):  # own latest code and the teammate's
+            assert f"```python\n{code.strip(chr(10))}\n```" in user, (agent, user)
+        assert "print(sum_of_squares" not in user
+        assert "    pass" not in user
+
+
+def test_path_codes_take_the_scored_code_last_and_extract_earlier_turns(scored):
+    task, reward = scored
+    old_main = "```python\ndef sum_of_squares(xs):\n    return 0\n\nprint(sum_of_squares([]))\n```\nDone."
+    codes = path_codes([["def aux(x):\n    return x", HELPER], [old_main, MAIN]], reward)
+    assert codes == [["def aux(x):\n    return x\n", reward.codes[0]],
+                     ["def sum_of_squares(xs):\n    return 0\n", reward.codes[1]]]
+    assert list(reward.codes) == list(task.agent_codes(PROBLEM, [HELPER, MAIN]))
+    with pytest.raises(ValueError, match="scored 2 agents' code, the history has 1"):
+        path_codes([[MAIN]], reward)
+
+
+def test_bridge_leaves_other_rewards_to_their_task():
+    """Only a code reward carries code; a tool agent's or actions' context keeps codes=None."""
+    ctx = FeedbackBridge(RunConfig()).context(problem="p", role_names=["coder"], role_instructions=[""],
+                                              initial_messages=[], history=[["text"]], reward=object())
+    assert ctx.codes is None and ctx.code(0) == "text"
