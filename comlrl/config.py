@@ -109,12 +109,12 @@ class ActionsTaskConfig:
     judge_max_retries: int = 2
     judge_max_tokens: int = 300
     judge_cache_dir: str | None = None  # null = ~/.cache/comlrl/judge, "off" disables
-    plugins: list[str] = field(default_factory=list)  # modules imported first (register actions, patterns...)
 
 
 @dataclass
 class TaskConfig:
-    name: str = "code_collab"  # code_collab (N=2: helper + entry point) | code_single (N=1) | tool_agent (N=1) | actions (N=2)
+    # code_collab (N=2: helper + entry point) | code_single (N=1) | tool_agent (N=1) | actions (N=2) | registered
+    name: str = "code_collab"
     actions: ActionsTaskConfig = field(default_factory=ActionsTaskConfig)
     tool_agent: ToolAgentConfig = field(default_factory=ToolAgentConfig)
 
@@ -155,7 +155,7 @@ class MagrpoConfig:
 
 @dataclass
 class ExternalConfig:
-    mode: str = "level_feedback"  # level_feedback | level_passed | passed | plain | expert_edits
+    mode: str = "level_feedback"  # level_feedback | level_passed | passed | plain | expert_edits | registered
     sandbox_slice: Any = 1  # 1 first assert, n>0 first n, 0/null/'all' all, n<0 last |n|
     sandbox_slice_of: str = "tests"  # tests: slice all eval asserts (with outcomes) | failing: only failing ones
     passed_context: str = "minimal"  # passed/level_passed: minimal (own code + outcome) | full (+ teammates, history)
@@ -220,6 +220,7 @@ class LoggingConfig:
 
 @dataclass
 class RunConfig:
+    plugins: list[str] = field(default_factory=list)  # user modules imported before validation (comlrl.registry)
     model: ModelConfig = field(default_factory=ModelConfig)
     agents: AgentsConfig = field(default_factory=AgentsConfig)
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
@@ -236,24 +237,20 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "model.dtype": ("float32", "bfloat16"),
     "agents.mode": ("lora", "full"),
     "dataset.name": ("easy", "humaneval", "jsonl", "hf"),
-    "task.name": ("code_collab", "code_single", "tool_agent", "actions"),
     "magrpo.joint_mode": ("align", "cross"),
     "magrpo.advantage.credit": ("mean", "sum"),
     "magrpo.advantage.baseline": ("mean", "loo", "max", "none"),
     "magrpo.advantage.scale": ("group", "none"),
     "magrpo.loss.aggregation": ("token_mean", "seq_mean", "seq_sum"),
     "magrpo.lr_schedule": ("constant", "linear", "cosine"),
-    "external.mode": ("level_feedback", "level_passed", "passed", "plain", "expert_edits"),
     "external.sandbox_slice_of": ("tests", "failing"),
     "external.passed_context": ("minimal", "full"),
-    "external.expert_fallback": ("level_feedback", "level_passed", "passed", "plain"),
     "sandbox.isolation": ("auto", "bwrap", "unshare", "subprocess"),
     "rollout.engine": ("hf", "vllm"),
 }
 
 # CoMLRL's spellings, accepted and stored as ours.
 JOINT_MODE_ALIASES = {"aligned": "align", "crossed": "cross"}
-TASK_AGENTS = {"code_collab": 2, "code_single": 1, "tool_agent": 1, "actions": 2}
 _ = MISSING  # re-exported for schema users
 
 
@@ -292,6 +289,7 @@ def validate(cfg: RunConfig) -> RunConfig:
     for key, allowed in CHOICES.items():
         value = _get(cfg, key)
         _require(value in allowed, key, value, "one of: " + ", ".join(allowed))
+    task_type = _validate_registered(cfg)
     m = cfg.magrpo
     _require(m.num_agents >= 1, "magrpo.num_agents", m.num_agents, "an integer >= 1")
     _require(m.num_turns >= 1, "magrpo.num_turns", m.num_turns, "an integer >= 1")
@@ -311,7 +309,7 @@ def validate(cfg: RunConfig) -> RunConfig:
     _require(loss.kl_coef >= 0, "magrpo.loss.kl_coef", loss.kl_coef, "a number >= 0")
     _require(loss.micro_batch_size >= 1, "magrpo.loss.micro_batch_size", loss.micro_batch_size, "an integer >= 1")
     _require(m.advantage.eps > 0, "magrpo.advantage.eps", m.advantage.eps, "a number > 0")
-    want = TASK_AGENTS[cfg.task.name]
+    want = task_type.num_agents
     _require(m.num_agents == want, "magrpo.num_agents", m.num_agents, f"{want} for task.name={cfg.task.name}")
     if m.joint_mode == "cross":
         per_node = m.num_generations ** m.num_agents
@@ -378,6 +376,18 @@ def validate(cfg: RunConfig) -> RunConfig:
     _require(ta.show_failed >= 0, "task.tool_agent.show_failed", ta.show_failed, "an integer >= 0")
     _validate_actions(cfg)
     return cfg
+
+
+def _validate_registered(cfg: RunConfig) -> type:
+    """Names chosen from the registries (built-ins and what `plugins` registered); returns the task type."""
+    from comlrl.registry import TASKS, TRANSITIONS
+
+    task_type = TASKS.get(cfg.task.name)
+    modes = (*TRANSITIONS.names(), "expert_edits")  # expert_edits: expert replies, rendered or else the fallback
+    _require(cfg.external.mode in modes, "external.mode", cfg.external.mode, "one of: " + ", ".join(modes))
+    fallback = cfg.external.expert_fallback
+    _require(fallback in TRANSITIONS, "external.expert_fallback", fallback, "one of: " + ", ".join(TRANSITIONS.names()))
+    return task_type
 
 
 def _validate_actions(cfg: RunConfig) -> None:
@@ -466,6 +476,9 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
     except OmegaConfBaseException as exc:
         raise ConfigError(_blame(exc, layers[:-1] if overrides else layers, overrides)) from None
     assert isinstance(cfg, RunConfig)
+    from comlrl.registry import import_plugins
+
+    import_plugins(cfg.plugins)  # before validation: plugins register the names the config may choose
     return validate(cfg)
 
 

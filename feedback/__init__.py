@@ -11,13 +11,12 @@ Imports go one way: feedback may import sandbox, never comlrl.
 
 from __future__ import annotations
 
-from feedback.build import ALL_MODES, MODES, build_next_messages
+from feedback.build import MODES, build_next_messages
 from feedback.context import FeedbackContext, FeedbackOptions
 from feedback.counters import FeedbackMetrics, default_metrics, metrics
 from feedback.experts import ExpertClient, ExpertError, FunctionExpert, make_expert, parse_edits
 
 __all__ = [
-    "ALL_MODES",
     "MODES",
     "ExpertClient",
     "ExpertError",

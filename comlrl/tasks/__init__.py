@@ -1,4 +1,7 @@
-"""Tasks: a data set, the agents' roles and prompts, and the reward (see docs/architecture.md)."""
+"""Tasks: a data set, the agents' roles and prompts, and the reward (see docs/architecture.md).
+
+`TASKS` is the one table of task names (`comlrl.registry.TASKS` reads it; `register_task` adds to it).
+"""
 
 from __future__ import annotations
 
@@ -18,11 +21,7 @@ __all__ = ["TASKS", "ActionsTask", "CodeCollabTask", "CodeSingleTask", "Problem"
 
 def build_task(task_cfg: Any, sandbox: Any) -> Task:
     """The task named by `task_cfg.name` (or a plain name string), scoring through `sandbox`."""
-    name = task_cfg if isinstance(task_cfg, str) else getattr(task_cfg, "name", None)
-    if name not in TASKS:
-        raise ValueError(f"task.name: unknown task {name!r}; expected one of: {', '.join(TASKS)}")
-    if name == "actions":  # options in task.actions
-        return ActionsTask.from_config(task_cfg, sandbox)
-    if name == "tool_agent":  # options in task.tool_agent
-        return ToolAgentTask(sandbox, getattr(task_cfg, "tool_agent", None))
-    return TASKS[name](sandbox)  # type: ignore[call-arg]
+    from comlrl.registry import TASKS as registry
+
+    name = task_cfg if isinstance(task_cfg, str) else task_cfg.name
+    return registry.get(name).from_config(task_cfg, sandbox)

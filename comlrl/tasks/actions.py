@@ -21,7 +21,6 @@ for one rollout (`begin_rollout` drops them and their directories; any state can
 
 from __future__ import annotations
 
-import importlib
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -115,12 +114,6 @@ class ActionsTask(Task):
 
     def __init__(self, sandbox: Any = None, options: Any = None, *, judge: Judge | None = None,
                  registry: ActionRegistry | None = None, root: str | None = None) -> None:
-        for module in _opt(options, "plugins") or ():
-            try:
-                importlib.import_module(module)
-            except Exception as exc:  # noqa: BLE001 - any import failure is a config error
-                raise ConfigError(f"config error: task.actions.plugins: cannot import {module!r}: "
-                                  f"{type(exc).__name__}: {exc}") from None
         self.sandbox = sandbox
         self.file = _opt(options, "file") or str(bundled_tasks_path())
         self.action_reward = float(_opt(options, "action_reward"))

@@ -36,6 +36,12 @@ class Task(ABC):
     stop_strings: tuple[str, ...] = ()  # generation of a row ends after one of these (e.g. a closing fence)
     head_messages: int | None = None  # leading messages a history cut keeps (None: system + first user)
 
+    @classmethod
+    def from_config(cls, task_cfg: Any, sandbox: Any) -> Task:
+        """The task for the `task` config section, scoring through `sandbox` (how `build_task` makes
+        every registered task; override to read options such as `task.<name>.*`)."""
+        return cls(sandbox)  # type: ignore[call-arg]
+
     @abstractmethod
     def load(self, dataset_cfg: Any) -> tuple[list[Problem], list[Problem]]:
         """Train and eval problems for a dataset config (name, path, eval_size, max_problems, seed)."""

@@ -42,6 +42,10 @@ class ToolAgentTask(Task):
         self._problems: dict[tuple[str, str], Problem] = {}
         self._rounds: OrderedDict[tuple[str, str, str], tuple[str, turns.ToolReward]] = OrderedDict()
 
+    @classmethod
+    def from_config(cls, task_cfg: Any, sandbox: Any) -> ToolAgentTask:
+        return cls(sandbox, getattr(task_cfg, "tool_agent", None))  # options in task.tool_agent
+
     @property
     def reward_range(self) -> tuple[float, float]:  # type: ignore[override]
         return turns.reward_range(self.cfg.format_weight, self.cfg.fake_response_penalty)

@@ -28,7 +28,7 @@ def test_build_task_by_name_and_config_object() -> None:
     assert isinstance(build_task(Cfg(), None), CodeCollabTask)
     assert isinstance(build_task("code_single", None), CodeSingleTask)
     assert {"code_collab", "code_single"} <= set(TASKS)
-    with pytest.raises(ValueError, match="task.name: unknown task 'chess'"):
+    with pytest.raises(ValueError, match=r"^config error: task.name='chess' is not allowed; expected one of: code_collab"):
         build_task("chess", None)
 
 

@@ -1,0 +1,119 @@
+"""The extension API: named tasks, transitions (feedback modes), rewards and model providers.
+
+Each registry is a view of ONE table that lives with the code it names (tasks in `comlrl.tasks`, feedback
+modes in `feedback.build.MODES`, code rewards in `comlrl.tasks.code.reward`), loaded on first read, so
+config validation, `build_task` and the feedback builder read the same names and adding one is one call:
+
+    from comlrl.registry import register_task
+
+    @register_task("my_task")
+    class MyTask(Task): ...
+
+User modules that register things are listed in the config's top-level `plugins` key and imported
+before the config is validated (`import_plugins`), so their names are accepted like built-in ones.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, TypeVar
+
+from comlrl.config import ConfigError
+
+T = TypeVar("T")
+
+__all__ = [
+    "PROVIDERS", "REWARDS", "TASKS", "TRANSITIONS", "Registry", "import_plugins", "register_provider",
+    "register_reward", "register_task", "register_transition",
+]
+
+
+class Registry(Generic[T]):
+    """Name -> object for one config key; `load` returns the backing table with its built-ins in it."""
+
+    def __init__(self, key: str, load: Callable[[], dict[str, T]]) -> None:
+        self.key = key  # the config key that selects an entry (named in errors)
+        self._load = load
+
+    @property
+    def table(self) -> dict[str, T]:
+        return self._load()
+
+    def register(self, name: str, obj: T) -> T:
+        """Add `name`; a name already taken by another object is an error (no silent replacement)."""
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"{self.key}: a registered name must be a non-empty string, got {name!r}")
+        table = self.table
+        if name in table and table[name] is not obj:
+            raise ValueError(f"{self.key}: {name!r} is already registered ({table[name]!r})")
+        table[name] = obj
+        return obj
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.table)
+
+    def get(self, name: str) -> T:
+        """The entry for `name`, or a one-line error naming the config key and the allowed names."""
+        table = self.table
+        if name not in table:
+            raise ConfigError(f"config error: {self.key}={name!r} is not allowed; expected one of: "
+                             f"{', '.join(table)} (or register it from a module listed in `plugins`)")
+        return table[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.table
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.table)
+
+
+def _attr(module: str, name: str) -> Callable[[], dict[str, Any]]:
+    return lambda: getattr(importlib.import_module(module), name)
+
+
+_PROVIDERS: dict[str, Callable[..., Any]] = {}  # the LLM client package registers its built-ins here
+
+TASKS: Registry[type] = Registry("task.name", _attr("comlrl.tasks", "TASKS"))
+TRANSITIONS: Registry[Callable[..., Any]] = Registry("external.mode", _attr("feedback.build", "MODES"))
+REWARDS: Registry[Callable[..., Any]] = Registry("task.reward", _attr("comlrl.tasks.code.reward", "REWARDS"))
+PROVIDERS: Registry[Callable[..., Any]] = Registry("provider", lambda: _PROVIDERS)
+
+
+def _decorator(registry: Registry[Any], name: str, obj: Any) -> Any:
+    if obj is not None:
+        return registry.register(name, obj)
+    return lambda target: registry.register(name, target)
+
+
+def register_task(name: str, task_type: type | None = None) -> Any:
+    """A `comlrl.tasks.Task` subclass selected by `task.name=<name>`; built with `from_config(task_cfg,
+    sandbox)`; `num_agents` is what `magrpo.num_agents` must be. Use as a decorator or call directly."""
+    return _decorator(TASKS, name, task_type)
+
+
+def register_transition(name: str, builder: Callable[..., Any] | None = None) -> Any:
+    """A feedback mode selected by `external.mode=<name>` (and usable as `external.expert_fallback`):
+    `builder(ctx: feedback.FeedbackContext, opts: feedback.FeedbackOptions) -> messages per agent`."""
+    return _decorator(TRANSITIONS, name, builder)
+
+
+def register_reward(name: str, score: Callable[..., Any] | None = None) -> Any:
+    """A code-task reward selected by `task.reward=<name>`: `score(requests, sandbox) -> [CodeReward]`,
+    one per `comlrl.tasks.code.reward.ScoreRequest`, in order."""
+    return _decorator(REWARDS, name, score)
+
+
+def register_provider(name: str, factory: Callable[..., Any] | None = None) -> Any:
+    """A model provider named by the `<provider>:<model>` specs of LLM clients (experts, judges, trace
+    backends); `factory(model, settings)` returns a client."""
+    return _decorator(PROVIDERS, name, factory)
+
+
+def import_plugins(modules: list[str] | tuple[str, ...], key: str = "plugins") -> None:
+    """Import each user module (they register their extensions on import); a failure names the module."""
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # noqa: BLE001 - any import failure is a config error
+            raise ConfigError(f"config error: {key}: cannot import {module!r}: {type(exc).__name__}: {exc}") from None
