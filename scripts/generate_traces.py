@@ -11,11 +11,8 @@ See docs/tool-agent.md; `--help` lists every option.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from comlrl.agentic.traces import main  # noqa: E402
+from comlrl.agentic.traces import main  # also the console script comlrl-traces
 
 if __name__ == "__main__":
     sys.exit(main())

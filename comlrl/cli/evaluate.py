@@ -13,9 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from comlrl.config import ConfigError, load_config  # noqa: E402
+from comlrl.config import ConfigError, load_config
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,9 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from comlrl.export import load_trees, nodes_with_gap, preference_pairs, sft_records, write_jsonl  # noqa: E402
+from comlrl.export import load_trees, nodes_with_gap, preference_pairs, sft_records, write_jsonl
 
 
 def role_names(trees_path: Path) -> list[str] | None:
@@ -27,10 +25,11 @@ def role_names(trees_path: Path) -> list[str] | None:
     try:
         from omegaconf import OmegaConf
 
-        from comlrl.tasks import TASKS
+        from comlrl.registry import TASKS, import_plugins
 
-        name = OmegaConf.load(cfg).task.name
-        return list(TASKS[name].role_names) if name in TASKS else None
+        run_cfg = OmegaConf.load(cfg)
+        import_plugins(run_cfg.get("plugins") or [])  # a task from a user module is registered there
+        return list(TASKS.get(run_cfg.task.name).role_names)
     except Exception:  # noqa: BLE001 - role names are a convenience
         return None
 

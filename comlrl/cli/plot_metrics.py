@@ -13,10 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from comlrl.viz import VizError  # noqa: E402
-from comlrl.viz.metrics_plot import load_runs, plot_runs, summary_table  # noqa: E402
+from comlrl.viz import VizError
+from comlrl.viz.metrics_plot import load_runs, plot_runs, summary_table
 
 
 def main(argv: list[str] | None = None) -> int:

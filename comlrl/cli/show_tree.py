@@ -12,10 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from comlrl.viz import VizError  # noqa: E402
-from comlrl.viz.tree_html import render  # noqa: E402
+from comlrl.viz import VizError
+from comlrl.viz.tree_html import render
 
 
 def main(argv: list[str] | None = None) -> int:

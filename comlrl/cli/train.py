@@ -2,6 +2,7 @@
 
     accelerate launch scripts/train.py --config configs/align_T2_G4.yaml [key=value ...]
     accelerate launch scripts/train.py --resume runs/align_T2_G4 [key=value ...]
+    comlrl-train --config configs/align_T2_G4.yaml [key=value ...]          # the installed console script
 """
 
 from __future__ import annotations
@@ -11,16 +12,14 @@ import sys
 import textwrap
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from comlrl.config import ConfigError, load_config, schema_keys, to_yaml  # noqa: E402
+from comlrl.config import ConfigError, load_config, schema_keys, to_yaml
 
 
 def keys_epilog() -> str:
     """The config keys by section, so --help shows what key=value can set."""
     sections: dict[str, list[str]] = {}
     for key, _ in schema_keys():
-        section, rest = key.split(".", 1)
+        section, rest = key.split(".", 1) if "." in key else ("top level", key)
         sections.setdefault(section, []).append(rest)
     lines = ["config keys (key=value overrides; defaults and meanings: --print-config, docs/configuration.md):"]
     lines += [textwrap.fill(", ".join(keys), width=110, initial_indent=f"  {section}.", subsequent_indent="    ")

@@ -1,0 +1,1 @@
+"""Command-line entry points (`comlrl-*` console scripts; `scripts/*.py` are thin shims over them)."""
