@@ -115,6 +115,7 @@ class ActionsTaskConfig:
 class TaskConfig:
     # code_collab (N=2: helper + entry point) | code_single (N=1) | tool_agent (N=1) | actions (N=2) | registered
     name: str = "code_collab"
+    reward: str = "levels"  # code tasks: levels (docs/rewards.md) | a reward registered by a plugins module
     actions: ActionsTaskConfig = field(default_factory=ActionsTaskConfig)
     tool_agent: ToolAgentConfig = field(default_factory=ToolAgentConfig)
 
@@ -380,9 +381,13 @@ def validate(cfg: RunConfig) -> RunConfig:
 
 def _validate_registered(cfg: RunConfig) -> type:
     """Names chosen from the registries (built-ins and what `plugins` registered); returns the task type."""
-    from comlrl.registry import TASKS, TRANSITIONS
+    from comlrl.registry import REWARDS, TASKS, TRANSITIONS
+    from comlrl.tasks.code_common import CodeTask
 
     task_type = TASKS.get(cfg.task.name)
+    REWARDS.get(cfg.task.reward)
+    _require(cfg.task.reward == "levels" or issubclass(task_type, CodeTask), "task.reward", cfg.task.reward,
+             f"levels for task.name={cfg.task.name} (task.reward chooses the reward of code tasks)")
     modes = (*TRANSITIONS.names(), "expert_edits")  # expert_edits: expert replies, rendered or else the fallback
     _require(cfg.external.mode in modes, "external.mode", cfg.external.mode, "one of: " + ", ".join(modes))
     fallback = cfg.external.expert_fallback

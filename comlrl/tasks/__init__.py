@@ -21,7 +21,8 @@ __all__ = ["TASKS", "ActionsTask", "CodeCollabTask", "CodeSingleTask", "Problem"
 
 def build_task(task_cfg: Any, sandbox: Any) -> Task:
     """The task named by `task_cfg.name` (or a plain name string), scoring through `sandbox`."""
+    from comlrl.config import TaskConfig
     from comlrl.registry import TASKS as registry
 
-    name = task_cfg if isinstance(task_cfg, str) else task_cfg.name
-    return registry.get(name).from_config(task_cfg, sandbox)
+    cfg = TaskConfig(name=task_cfg) if isinstance(task_cfg, str) else task_cfg
+    return registry.get(cfg.name).from_config(cfg, sandbox)

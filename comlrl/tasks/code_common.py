@@ -1,8 +1,9 @@
 """What the code tasks share: chat messages with a stable prefix, code extraction and sandbox scoring.
 
 Subclasses only say who the agents are (`role_names`, `role_instructions`) and which piece of code each
-agent contributes (`agent_codes`). Scoring goes through `comlrl.tasks.code.reward.score_batch`, whose
-executions run in the sandbox, so untrusted code never runs in the trainer process.
+agent contributes (`agent_codes`). Scoring goes through the `task.reward` rule (default: the levels of
+`comlrl.tasks.code.reward`), whose executions run in the sandbox, so untrusted code never runs in the
+trainer process.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from comlrl.tasks.base import Problem, Task
 from comlrl.tasks.code import reward as levels
-from comlrl.tasks.code.reward import CodeReward, ScoreRequest, score_batch
+from comlrl.tasks.code.reward import CodeReward, ScoreRequest
 from comlrl.tasks.code_extract import extract_code
 from comlrl.tasks.datasets import load_dataset
 
@@ -71,16 +72,23 @@ class CodeTask(Task):
     # "usage" variants) is a third of their tokens, never scored, yet trained on and paid for in rollout.
     stop_strings: tuple[str, ...] = ("```\n\n",)
 
-    def __init__(self, sandbox: Any = None) -> None:
+    def __init__(self, sandbox: Any = None, reward: str = "levels") -> None:
+        from comlrl.registry import REWARDS
+
         self.sandbox = sandbox
+        self.rule: levels.CodeRewardRule = REWARDS.get(reward)
         self._tests: dict[tuple[str, str], Any] = {}
         self._range: tuple[float, float] | None = None
+
+    @classmethod
+    def from_config(cls, task_cfg: Any, sandbox: Any) -> CodeTask:
+        return cls(sandbox, task_cfg.reward)
 
     @property
     def reward_range(self) -> tuple[float, float]:  # type: ignore[override]
         """The reward range for this many agents (computed once, lazily)."""
         if self._range is None:
-            lo, hi = levels.reward_range(self.num_agents)
+            lo, hi = self.rule.reward_range(self.num_agents)
             self._range = (float(lo), float(hi))
         return self._range
 
@@ -150,6 +158,4 @@ class CodeTask(Task):
         """One `CodeReward` per item; executions run in parallel (and cached) in the sandbox pool."""
         if not items:
             return []
-        if self.sandbox is None:
-            raise RuntimeError(f"{type(self).__name__}.score needs a sandbox (build_task(cfg, sandbox))")
-        return list(score_batch(self.requests(items), self.sandbox))
+        return list(self.rule.score_batch(self.requests(items), self.sandbox))

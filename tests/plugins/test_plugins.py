@@ -93,3 +93,20 @@ def test_plugin_task_and_mode_train_one_step_from_the_config(tmp_path: Path) -> 
         assert chat[0]["content"].startswith("Word: ") and chat[1]["role"] == "assistant"
         assert chat[2]["content"].startswith("That answer scored ")
     assert all("rhymes" in d["components"] for t in trees for d in t["reward_details"])
+
+
+def test_a_registered_reward_scores_the_code_tasks_and_bounds_the_threshold() -> None:
+    cfg = load_config(None, ["plugins=[short_code_reward]", "task.name=code_single", "magrpo.num_agents=1",
+                             "task.reward=short_code"])
+    task = build_task(cfg.task, None)  # no sandbox: this reward executes nothing
+    assert task.reward_range == (0.0, 1.0)
+    problem = task.load(cfg.dataset)[0][0]
+    [r] = task.score([(problem, ["```python\ndef f():\n    return 1\n```"])])
+    code = r.codes[0]  # the code the task extracted (entry point renamed/wrapped as the levels would score it)
+    assert r.total == pytest.approx(1.0 / (1.0 + len(code) / 100.0)) and r.components == {"agent0": r.total}
+    with pytest.raises(ConfigError, match=r"^config error: task.reward='short_code' is not allowed; expected levels "
+                                          r"for task.name=tool_agent"):
+        load_config(None, ["plugins=[short_code_reward]", "task.name=tool_agent", "magrpo.num_agents=1",
+                           "task.reward=short_code"])
+    with pytest.raises(ConfigError, match=r"^config error: task.reward='long' is not allowed; expected one of: levels"):
+        load_config(None, ["task.reward=long"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from comlrl.config import TaskConfig
 from comlrl.tasks import TASKS, CodeCollabTask, CodeSingleTask, build_task
 from comlrl.tasks.base import Problem, Task
 from comlrl.tasks.code_common import SYSTEM_PROMPT, prompt_preamble
@@ -22,10 +23,7 @@ def fenced(code: str) -> str:
 
 
 def test_build_task_by_name_and_config_object() -> None:
-    class Cfg:
-        name = "code_collab"
-
-    assert isinstance(build_task(Cfg(), None), CodeCollabTask)
+    assert isinstance(build_task(TaskConfig(name="code_collab"), None), CodeCollabTask)
     assert isinstance(build_task("code_single", None), CodeSingleTask)
     assert {"code_collab", "code_single"} <= set(TASKS)
     with pytest.raises(ValueError, match=r"^config error: task.name='chess' is not allowed; expected one of: code_collab"):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from sandbox.executor import Sandbox
 from sandbox.results import ExecResult, SyntaxErrorInfo
@@ -27,8 +28,8 @@ from sandbox.testparse import ParsedTests
 from sandbox.untrusted_source import check_compiles, parse
 
 __all__ = [
-    "WEIGHTS", "CodeAnalysis", "CodeReward", "ScoreRequest", "SyntaxErrorInfo", "analyze", "combine",
-    "reward_range", "score", "score_batch",
+    "LEVELS", "REWARDS", "WEIGHTS", "CodeAnalysis", "CodeReward", "CodeRewardRule", "ScoreRequest",
+    "SyntaxErrorInfo", "analyze", "combine", "reward_range", "score", "score_batch",
 ]
 
 WEIGHTS: dict[int, dict[str, float]] = {
@@ -265,3 +266,31 @@ def score_batch(requests: Sequence[ScoreRequest], sandbox: Sandbox) -> list[Code
 
 def score(request: ScoreRequest, sandbox: Sandbox) -> CodeReward:
     return score_batch([request], sandbox)[0]
+
+
+class CodeRewardRule(Protocol):
+    """A code tasks' reward, chosen by `task.reward` (register one with `comlrl.registry.register_reward`)."""
+
+    def reward_range(self, num_agents: int) -> tuple[float, float]:
+        """The lowest and highest total for this many agents (bounds magrpo.early_termination_threshold)."""
+        ...
+
+    def score_batch(self, requests: Sequence[ScoreRequest], sandbox: Sandbox) -> list[CodeReward]:
+        """One `CodeReward` per request, in order; executions go through `sandbox`."""
+        ...
+
+
+class Levels:
+    """The levelled reward above (`task.reward=levels`, the default)."""
+
+    def reward_range(self, num_agents: int) -> tuple[float, float]:
+        return reward_range(num_agents)
+
+    def score_batch(self, requests: Sequence[ScoreRequest], sandbox: Sandbox | None) -> list[CodeReward]:
+        if sandbox is None:
+            raise RuntimeError("the levels reward runs the tests, so it needs a sandbox (build_task(cfg, sandbox))")
+        return score_batch(requests, sandbox)
+
+
+LEVELS = Levels()
+REWARDS: dict[str, CodeRewardRule] = {"levels": LEVELS}  # the one table of code rewards (comlrl.registry)
