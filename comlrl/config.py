@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 EMBEDDED_MODEL = "smollm2-135m-instruct"
@@ -113,8 +113,7 @@ class ActionsTaskConfig:
 
 @dataclass
 class TaskConfig:
-    # code_collab (N=2: helper + entry point) | code_single (N=1) | tool_agent (N=1) | actions (N=2) | registered
-    name: str = "code_collab"
+    name: str = "code_collab"  # code_collab (N=2) | code_single (N=1) | tool_agent (N=1) | actions (N=2) | registered
     reward: str = "levels"  # code tasks: levels (docs/rewards.md) | a reward registered by a plugins module
     actions: ActionsTaskConfig = field(default_factory=ActionsTaskConfig)
     tool_agent: ToolAgentConfig = field(default_factory=ToolAgentConfig)
@@ -252,7 +251,14 @@ CHOICES: dict[str, tuple[str, ...]] = {
 
 # CoMLRL's spellings, accepted and stored as ours.
 JOINT_MODE_ALIASES = {"aligned": "align", "crossed": "cross"}
-_ = MISSING  # re-exported for schema users
+
+
+def choices() -> dict[str, tuple[str, ...]]:
+    """Allowed values per key: the fixed `CHOICES` and the registries' names (built-ins and plugins')."""
+    from comlrl.registry import REWARDS, TASKS, TRANSITIONS
+    modes = TRANSITIONS.names()  # + expert_edits: the expert's replies, or else the fallback mode's prompt
+    return {**CHOICES, "task.name": TASKS.names(), "task.reward": REWARDS.names(),
+            "external.mode": (*modes, "expert_edits"), "external.expert_fallback": modes}
 
 
 def _get(cfg: RunConfig, dotted: str) -> Any:
@@ -287,10 +293,14 @@ def normalize_slice(value: Any) -> int | None:
 def validate(cfg: RunConfig) -> RunConfig:
     """Check values the schema's types cannot express; raises ConfigError naming the first bad key."""
     cfg.magrpo.joint_mode = JOINT_MODE_ALIASES.get(cfg.magrpo.joint_mode, cfg.magrpo.joint_mode)
-    for key, allowed in CHOICES.items():
+    for key, allowed in choices().items():
         value = _get(cfg, key)
         _require(value in allowed, key, value, "one of: " + ", ".join(allowed))
-    task_type = _validate_registered(cfg)
+    from comlrl.registry import TASKS
+    from comlrl.tasks.code_common import CodeTask
+    task_type = TASKS.get(cfg.task.name)
+    _require(cfg.task.reward == "levels" or issubclass(task_type, CodeTask), "task.reward", cfg.task.reward,
+             f"levels for task.name={cfg.task.name} (task.reward chooses the reward of code tasks)")
     m = cfg.magrpo
     _require(m.num_agents >= 1, "magrpo.num_agents", m.num_agents, "an integer >= 1")
     _require(m.num_turns >= 1, "magrpo.num_turns", m.num_turns, "an integer >= 1")
@@ -377,22 +387,6 @@ def validate(cfg: RunConfig) -> RunConfig:
     _require(ta.show_failed >= 0, "task.tool_agent.show_failed", ta.show_failed, "an integer >= 0")
     _validate_actions(cfg)
     return cfg
-
-
-def _validate_registered(cfg: RunConfig) -> type:
-    """Names chosen from the registries (built-ins and what `plugins` registered); returns the task type."""
-    from comlrl.registry import REWARDS, TASKS, TRANSITIONS
-    from comlrl.tasks.code_common import CodeTask
-
-    task_type = TASKS.get(cfg.task.name)
-    REWARDS.get(cfg.task.reward)
-    _require(cfg.task.reward == "levels" or issubclass(task_type, CodeTask), "task.reward", cfg.task.reward,
-             f"levels for task.name={cfg.task.name} (task.reward chooses the reward of code tasks)")
-    modes = (*TRANSITIONS.names(), "expert_edits")  # expert_edits: expert replies, rendered or else the fallback
-    _require(cfg.external.mode in modes, "external.mode", cfg.external.mode, "one of: " + ", ".join(modes))
-    fallback = cfg.external.expert_fallback
-    _require(fallback in TRANSITIONS, "external.expert_fallback", fallback, "one of: " + ", ".join(TRANSITIONS.names()))
-    return task_type
 
 
 def _validate_actions(cfg: RunConfig) -> None:
@@ -482,7 +476,6 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
         raise ConfigError(_blame(exc, layers[:-1] if overrides else layers, overrides)) from None
     assert isinstance(cfg, RunConfig)
     from comlrl.registry import import_plugins
-
     import_plugins(cfg.plugins)  # before validation: plugins register the names the config may choose
     return validate(cfg)
 
