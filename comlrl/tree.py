@@ -6,7 +6,6 @@ agent (`align`: the g-th of each, G per node; `cross`: the Cartesian product, G^
 nodes). Every joint action of a node that continues gets a child node for the next turn.
 """
 
-from comlrl.trainer import build  # PLANTED upward import (scratch commit, reverted)
 from __future__ import annotations
 
 import itertools

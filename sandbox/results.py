@@ -1,6 +1,5 @@
 """Plain result records of one sandboxed run, safe to pickle, cache and log."""
 
-import scripts.train  # PLANTED import of scripts (scratch commit, reverted)
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
