@@ -23,8 +23,7 @@ def test_help_lists_every_config_key_and_says_where_defaults_come_from():
     assert res.returncode == 0
     text = " ".join(res.stdout.split())
     for key, _ in schema_keys():
-        section, rest = key.split(".", 1)
-        assert rest in text, key
+        assert key.split(".", 1)[-1] in text, key  # top-level keys (plugins) have no section
     assert "--print-config" in text and "docs/configuration.md" in text
     assert "schema defaults that --print-config shows" in text
 
