@@ -8,6 +8,7 @@ variable, instead of at the first turn that needs it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -16,14 +17,15 @@ from comlrl import llm
 from comlrl.llm import (
     ChatClient,
     Completion,
+    FunctionClient,
     LLMSettings,
+    Messages,
     ModelSpec,
     ResponseCache,
     RetryableError,
     parse_edits,
     price_for,
 )
-from comlrl.llm import FunctionClient as FunctionExpert
 from comlrl.llm import LLMError as ExpertError
 from feedback.counters import FeedbackMetrics, default_metrics
 
@@ -46,6 +48,14 @@ SPEC_KEY = "external.expert_edits_model"
 DEFAULT_CACHE_DIR = Path("~/.cache/comlrl/expert_edits")
 
 
+class FunctionExpert(FunctionClient):
+    """An expert backed by a Python callable, counting into `feedback.metrics()` unless given `metrics=`."""
+
+    def __init__(self, fn: Callable[[Messages], str], model: str = "fn", *, metrics: FeedbackMetrics | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(fn, model, metrics=metrics if metrics is not None else default_metrics(), **kwargs)
+
+
 def parse_spec(spec: str) -> ModelSpec:
     """`external.expert_edits_model` parsed by the one spec parser (errors name that key)."""
     return llm.parse_spec(spec, key=SPEC_KEY)
@@ -66,7 +76,7 @@ def make_expert(
     spec: str | None,
     external_cfg: Any = None,
     *,
-    resolve_local: Any = None,
+    resolve_local: Callable[[str], str] | None = None,
     base_url: str | None = None,
     metrics: FeedbackMetrics | None = None,
     **overrides: Any,
