@@ -33,7 +33,7 @@ from typing import Any, Protocol, TypeVar
 from comlrl.llm.cache import ResponseCache
 from comlrl.llm.completion import ChatResult, Completion, Sampling
 from comlrl.llm.counters import Counters, CounterSink
-from comlrl.llm.errors import RetryableError
+from comlrl.llm.errors import RequestFailed, RetryableError
 from comlrl.llm.json_reply import edits_schema, parse_edits
 from comlrl.llm.settings import LLMSettings
 
@@ -150,7 +150,7 @@ class ChatClient(ABC):
                 log.warning("expert %s: attempt %d/%d failed: %s", self.spec, attempt + 1, attempts,
                             self.redact(str(exc))[:400])
             except Exception as exc:  # noqa: BLE001 - any other error ends this request, never the run
-                self._count_sdk_retries(p, getattr(exc, "retries", 0))
+                self._count_sdk_retries(p, exc.retries if isinstance(exc, RequestFailed) else 0)
                 m.inc(f"{p}/errors")
                 m.inc(f"{p}/failures")
                 m.inc(f"{p}/latency_s", time.perf_counter() - t0)

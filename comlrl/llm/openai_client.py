@@ -22,6 +22,11 @@ from comlrl.llm.settings import LLMSettings
 log = logging.getLogger("comlrl.llm")
 
 
+def _usage(usage: Any) -> tuple[int, int]:
+    """(prompt, completion) tokens; a server may leave `usage` out or null."""
+    return int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0)
+
+
 class OpenAIClient(ChatClient):
     """`openai:<model>`, `deepseek:<model>`, `openai-compatible:<model>@<base_url>`."""
 
@@ -66,9 +71,7 @@ class OpenAIClient(ChatClient):
         try:
             resp = raw.parse()
             text = resp.choices[0].message.content or ""
-            usage = resp.usage
-            return Completion(text, int(getattr(usage, "prompt_tokens", 0) or 0),
-                              int(getattr(usage, "completion_tokens", 0) or 0), raw.retries_taken)
+            return Completion(text, *_usage(resp.usage), raw.retries_taken)
         except Exception as exc:  # noqa: BLE001 - a body that does not parse, whatever the SDK raises for it
             raise RetryableError(f"malformed response body: {type(exc).__name__}", raw.retries_taken) from None
 
@@ -108,9 +111,7 @@ class OpenAIClient(ChatClient):
             values = tuple(float(t.logprob) for t in content)
         reason = getattr(choice, "stop_reason", None)  # vLLM: the stop string that matched (non-standard)
         hit = reason if isinstance(reason, str) and reason in stop else None
-        usage = resp.usage
-        return ChatResult(choice.message.content or "", choice.finish_reason, hit, tokens, values,
-                          int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0))
+        return ChatResult(choice.message.content or "", choice.finish_reason, hit, tokens, values, *_usage(resp.usage))
 
     def close(self) -> None:
         super().close()
