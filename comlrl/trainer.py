@@ -35,12 +35,12 @@ log = logging.getLogger("comlrl")
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Exceptions that mean bad input (config, files, keys, launcher), reported as one line."""
+    from comlrl.llm import LLMError
     from comlrl.models import ModelError
     from comlrl.tasks.datasets import DatasetError
-    from feedback.experts.base import ExpertError
     from sandbox.executor import SandboxUnavailable
 
-    return (ConfigError, WorldSizeError, ModelError, DatasetError, ExpertError, SandboxUnavailable)
+    return (ConfigError, WorldSizeError, ModelError, DatasetError, LLMError, SandboxUnavailable)
 
 
 @dataclass
