@@ -297,10 +297,7 @@ def validate(cfg: RunConfig) -> RunConfig:
         value = _get(cfg, key)
         _require(value in allowed, key, value, "one of: " + ", ".join(allowed))
     from comlrl.registry import TASKS
-    from comlrl.tasks.code_common import CodeTask
     task_type = TASKS.get(cfg.task.name)
-    _require(cfg.task.reward == "levels" or issubclass(task_type, CodeTask), "task.reward", cfg.task.reward,
-             f"levels for task.name={cfg.task.name} (task.reward chooses the reward of code tasks)")
     m = cfg.magrpo
     _require(m.num_agents >= 1, "magrpo.num_agents", m.num_agents, "an integer >= 1")
     _require(m.num_turns >= 1, "magrpo.num_turns", m.num_turns, "an integer >= 1")

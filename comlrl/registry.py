@@ -1,8 +1,9 @@
 """The extension API: named tasks, transitions (feedback modes), rewards and model providers.
 
 Each registry is a view of ONE table that lives with the code it names (tasks in `comlrl.tasks`, feedback
-modes in `feedback.build.MODES`, code rewards in `comlrl.tasks.code.reward`), loaded on first read, so
-config validation, `build_task` and the feedback builder read the same names and adding one is one call:
+modes in `feedback.build.MODES`, code rewards in `comlrl.tasks.code.reward`, model providers in
+`comlrl.llm.factory`), loaded on first read, so config validation, `build_task`, the feedback builder and
+`comlrl.llm.make_client` read the same names, and adding one is one call:
 
     from comlrl.registry import register_task
 
@@ -72,12 +73,10 @@ def _attr(module: str, name: str) -> Callable[[], dict[str, Any]]:
     return lambda: getattr(importlib.import_module(module), name)
 
 
-_PROVIDERS: dict[str, Callable[..., Any]] = {}  # the LLM client package registers its built-ins here
-
 TASKS: Registry[type] = Registry("task.name", _attr("comlrl.tasks", "TASKS"))
 TRANSITIONS: Registry[Callable[..., Any]] = Registry("external.mode", _attr("feedback.build", "MODES"))
 REWARDS: Registry[Callable[..., Any]] = Registry("task.reward", _attr("comlrl.tasks.code.reward", "REWARDS"))
-PROVIDERS: Registry[Callable[..., Any]] = Registry("provider", lambda: _PROVIDERS)
+PROVIDERS: Registry[Callable[..., Any]] = Registry("provider", _attr("comlrl.llm.factory", "REGISTERED"))
 
 
 def _decorator(registry: Registry[Any], name: str, obj: Any) -> Any:
@@ -105,8 +104,13 @@ def register_reward(name: str, score: Callable[..., Any] | None = None) -> Any:
 
 
 def register_provider(name: str, factory: Callable[..., Any] | None = None) -> Any:
-    """A model provider named by the `<provider>:<model>` specs of LLM clients (experts, judges, trace
-    backends); `factory(model, settings)` returns a client."""
+    """A model provider for `<name>:<model>` specs (`comlrl.llm.make_client`: external.expert_edits_model):
+    `factory(model, settings: comlrl.llm.LLMSettings, *, metrics) -> comlrl.llm.ChatClient`. The built-in
+    providers (openai, anthropic, ...) cannot be replaced."""
+    from comlrl.llm.spec import PROVIDERS as BUILT_IN
+
+    if name in BUILT_IN:
+        raise ValueError(f"provider: {name!r} is a built-in provider ({', '.join(BUILT_IN)})")
     return _decorator(PROVIDERS, name, factory)
 
 

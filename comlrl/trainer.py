@@ -35,12 +35,12 @@ log = logging.getLogger("comlrl")
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Exceptions that mean bad input (config, files, keys, launcher), reported as one line."""
+    from comlrl.llm import LLMError
     from comlrl.models import ModelError
     from comlrl.tasks.datasets import DatasetError
-    from feedback.experts.base import ExpertError
     from sandbox.executor import SandboxUnavailable
 
-    return (ConfigError, WorldSizeError, ModelError, DatasetError, ExpertError, SandboxUnavailable)
+    return (ConfigError, WorldSizeError, ModelError, DatasetError, LLMError, SandboxUnavailable)
 
 
 @dataclass
@@ -556,8 +556,8 @@ def run(cfg: RunConfig) -> int:
             if last or (cfg.training.save_every and done % cfg.training.save_every == 0):
                 save_checkpoint(acc, comp.model, comp.policies, comp.optimizer, comp.scheduler, done, ckpt_root)
             if bar:
-                bar.update(1)
-                bar.set_postfix(progress_numbers(metrics, cfg.magrpo.num_turns))
+                bar.set_postfix(progress_numbers(metrics, cfg.magrpo.num_turns), refresh=False)
+                bar.update(1)  # one redraw: the count and the numbers of the same step
         if acc.is_main_process:
             comp.policies.save(out / "final")
     finally:

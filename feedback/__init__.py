@@ -6,7 +6,7 @@
     metrics()              counters for the trainer's logger (prompts per mode, expert calls,
                            failures, fallbacks, tokens, cost)
 
-Imports go one way: feedback may import sandbox, never comlrl.
+Imports go one way: feedback may import sandbox and the LLM client stack `comlrl.llm`, nothing else of comlrl.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ logs them under "feedback/".
 
 from __future__ import annotations
 
-import threading
+from comlrl.llm.counters import Counters
 
 # Every counter is present in a snapshot (zero until used), so dashboards get stable keys.
 KNOWN = (
@@ -31,31 +31,11 @@ KNOWN = (
 )
 
 
-class FeedbackMetrics:
-    """Named float counters behind one lock."""
+class FeedbackMetrics(Counters):
+    """The counters above, present (zero) in every snapshot."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._values: dict[str, float] = dict.fromkeys(KNOWN, 0.0)
-
-    def inc(self, name: str, value: float = 1.0) -> None:
-        with self._lock:
-            self._values[name] = self._values.get(name, 0.0) + float(value)
-
-    def get(self, name: str) -> float:
-        with self._lock:
-            return self._values.get(name, 0.0)
-
-    def snapshot(self, reset: bool = False) -> dict[str, float]:
-        """`{name: value}`; with `reset`, counters restart from zero."""
-        with self._lock:
-            out = dict(sorted(self._values.items()))
-            if reset:
-                self._values = dict.fromkeys(KNOWN, 0.0)
-        return out
-
-    def reset(self) -> None:
-        self.snapshot(reset=True)
+        super().__init__(KNOWN)
 
 
 _DEFAULT = FeedbackMetrics()

@@ -32,7 +32,15 @@ with Sandbox(workers=1, timeout_s=10.0) as box:
 print("reward", task.reward_range, good.all_passed, round(good.components["brevity"], 4),
       round(sum(v for k, v in good.components.items() if k != "brevity"), 4),
       abs(good.total - sum(good.components.values())) < 1e-9)
-print("provider", PROVIDERS.get("echo")("m", None).complete([{"role": "user", "content": "hi"}]))
+from comlrl.llm import LLMError, make_client
+from feedback import make_expert
+expert = make_expert("echo:any-model", load_config(None, []).external)
+print("provider", type(expert).__name__, expert.model, PROVIDERS.get("echo") is make_echo,
+      make_client("echo:m", key="k").complete([{"role": "user", "content": "hi"}], lambda t: t.upper()))
+try:
+    make_client("nope:m", key="external.expert_edits_model")
+except LLMError as exc:
+    print("unknown", str(exc).split("expected one of: ")[1].split(", ")[-1])
 '''
 
 
@@ -55,4 +63,5 @@ def test_the_documented_extensions_register_and_work() -> None:
     assert out["reward"].startswith("(0.0, 3.5) True ")
     brevity, levels, adds_up = out["reward"].split()[-3:]
     assert float(brevity) > 0 and float(levels) == 3.0 and adds_up == "True"  # every level, plus the bonus
-    assert out["provider"] == "hi"
+    assert out["provider"] == "EchoClient any-model True HI"  # reached through the expert-edits spec
+    assert out["unknown"] == "echo:<model>"  # the spec error lists the registered provider

@@ -3,10 +3,11 @@
     local:<model>                          AgentPolicies (alias, HF dir, .gguf), batched HF generate
     openai-compatible:<model>@<base_url>   official `openai` SDK against Ollama's /v1, vLLM, llama.cpp...
                                            key from $OPENAI_COMPATIBLE_API_KEY (optional)
-    ollama:<model>@<base_url>              Ollama's native /api/chat (feedback.experts.ollama_client), with
+    ollama:<model>@<base_url>              Ollama's native /api/chat (comlrl.llm.ollama_client), with
                                            per-token log-probs; key from $OLLAMA_API_KEY (optional)
 
-The spec is parsed by `feedback.experts.parse_spec`, the one parser shared with experts and judges.
+The spec is parsed by `comlrl.llm.parse_spec` and the servers are `comlrl.llm` clients, the stack shared
+with expert edits and judges.
 All take a batch of conversations and stop sequences and return one `ChatResult` each, with per-token
 log-probs when asked for and available (the local model always can; a server only if it implements
 `logprobs`, otherwise they are None). Servers strip the stop sequence from the text; the local model keeps
@@ -17,36 +18,27 @@ continuation; `continued` puts the prefix back).
 
 from __future__ import annotations
 
-import logging
 import os
-import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
-log = logging.getLogger(__name__)
-
-Messages = list[dict[str, str]]
-KEY_ENV = "OPENAI_COMPATIBLE_API_KEY"
+from comlrl.llm import (
+    KEY_ENV,
+    ChatResult,
+    LLMError,
+    LLMSettings,
+    Messages,
+    RequestFailed,
+    Sampler,
+    Sampling,
+    parse_spec,
+)
 
 
 class BackendError(ValueError):
     """A bad backend spec or a backend that cannot be reached; one line naming the backend."""
-
-
-@dataclass(frozen=True)
-class ChatResult:
-    """One completion; `stop` is the stop sequence that ended it when known (a server may not say)."""
-
-    text: str
-    finish_reason: str | None = None  # "stop" | "length" | ... (OpenAI's vocabulary)
-    stop: str | None = None
-    tokens: tuple[str, ...] | None = None
-    logprobs: tuple[float, ...] | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
 
 
 class ChatBackend(ABC):
@@ -126,77 +118,45 @@ class LocalBackend(ChatBackend):
         return out
 
 
-class OpenAICompatibleBackend(ChatBackend):
-    """Chat completions over HTTP with the official SDK; requests of a batch run concurrently."""
+class ServerBackend(ChatBackend):
+    """A `comlrl.llm` client sampled with fixed options; the requests of a batch run concurrently."""
 
-    def __init__(self, model: str, base_url: str, *, api_key: str | None = None, max_tokens: int = 512,
-                 temperature: float = 0.7, top_p: float = 1.0, logprobs: bool = False, timeout_s: float = 120.0,
-                 concurrency: int = 4, max_retries: int = 2, seed: int | None = None) -> None:
-        import openai
-
-        self.model, self.base_url, self.max_tokens = model, base_url, max_tokens
-        self.temperature, self.top_p, self.seed = temperature, top_p, seed
-        self.logprobs = logprobs
-        self._logprobs_refused = False
-        self.name = f"openai-compatible:{model}@{base_url}"
-        self._client = openai.OpenAI(api_key=api_key or os.environ.get(KEY_ENV) or "no-key", base_url=base_url,
-                                     max_retries=max_retries, timeout=timeout_s)
+    def __init__(self, client: Sampler, sampling: Sampling, concurrency: int) -> None:
+        self.client, self.sampling, self.name = client, sampling, client.name
         self._pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="chat")
-        self._lock = threading.Lock()
-
-    def _request(self, messages: Messages, stop: Sequence[str]) -> Any:
-        import openai
-
-        params: dict[str, Any] = {"model": self.model, "messages": messages, "max_tokens": self.max_tokens,
-                                  "temperature": self.temperature, "top_p": self.top_p}
-        if stop:
-            params["stop"] = list(stop)[:4]  # the OpenAI API takes at most 4
-        if self.seed is not None:
-            params["seed"] = self.seed
-        if self.logprobs and not self._logprobs_refused:
-            try:
-                return self._client.chat.completions.create(**params, logprobs=True)
-            except openai.BadRequestError:  # a server without log-prob support: ask without from now on
-                with self._lock:
-                    if not self._logprobs_refused:
-                        log.warning("%s refused logprobs=true; continuing without log-probs", self.name)
-                    self._logprobs_refused = True
-        return self._client.chat.completions.create(**params)
 
     def _one(self, messages: Messages, stop: Sequence[str]) -> ChatResult:
-        import openai
-
         try:
-            resp = self._request(messages, stop)
-        except openai.APIConnectionError as exc:
-            raise BackendError(f"backend error: {self.name}: cannot connect ({exc})") from None
-        except openai.APIStatusError as exc:
-            raise BackendError(f"backend error: {self.name}: HTTP {exc.status_code}: {str(exc)[:300]}") from None
-        if not resp.choices:
-            raise BackendError(f"backend error: {self.name}: response without choices")
-        choice = resp.choices[0]
-        text = continued(messages, choice.message.content or "")
-        tokens = values = None
-        content = getattr(choice.logprobs, "content", None) if choice.logprobs is not None else None
-        if content:
-            tokens = tuple(str(t.token) for t in content)
-            values = tuple(float(t.logprob) for t in content)
-        reason = getattr(choice, "stop_reason", None)  # vLLM: the stop string that matched (non-standard)
-        hit = reason if isinstance(reason, str) and reason in stop else None
-        usage = resp.usage
-        return ChatResult(text, choice.finish_reason, hit, tokens, values,
-                          int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0))
+            r = self.client.sample(messages, stop=stop, sampling=self.sampling)
+        except RequestFailed as exc:
+            raise BackendError(f"backend error: {exc}") from None
+        return ChatResult(continued(messages, r.text), r.finish_reason, r.stop, r.tokens, r.logprobs,
+                          r.prompt_tokens, r.completion_tokens)
 
     def complete(self, conversations: Sequence[Messages], *, stop: Sequence[str] = ()) -> list[ChatResult]:
         return list(self._pool.map(lambda m: self._one(list(m), stop), conversations))
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
-        self._client.close()
+        self.client.close()
 
 
-class OllamaBackend(ChatBackend):
-    """Ollama's native chat API; requests of a batch run concurrently, `OllamaChat` retries the transport.
+class OpenAICompatibleBackend(ServerBackend):
+    """Chat completions over HTTP with the official SDK (`comlrl.llm.OpenAIClient`)."""
+
+    def __init__(self, model: str, base_url: str, *, api_key: str | None = None, max_tokens: int = 512,
+                 temperature: float = 0.7, top_p: float = 1.0, logprobs: bool = False, timeout_s: float = 120.0,
+                 concurrency: int = 4, max_retries: int = 2, seed: int | None = None) -> None:
+        from comlrl.llm.openai_client import OpenAIClient  # the SDK loads only when a server is used
+
+        settings = LLMSettings(timeout_s=timeout_s, max_retries=max_retries, concurrency=concurrency)
+        client = OpenAIClient(model, settings, api_key=api_key or os.environ.get(KEY_ENV["openai-compatible"][0]),
+                              base_url=base_url, provider="openai-compatible")
+        super().__init__(client, Sampling(max_tokens, temperature, top_p, seed, logprobs), concurrency)
+
+
+class OllamaBackend(ServerBackend):
+    """Ollama's native chat API (`comlrl.llm.OllamaClient`, which retries the transport).
 
     Replies are streamed, so `timeout_s` bounds the wait for the next token, not a whole long generation.
     """
@@ -204,32 +164,12 @@ class OllamaBackend(ChatBackend):
     def __init__(self, model: str, base_url: str, *, api_key: str | None = None, max_tokens: int = 512,
                  temperature: float = 0.7, top_p: float = 1.0, logprobs: bool = False, timeout_s: float = 120.0,
                  concurrency: int = 4, max_retries: int = 2, seed: int | None = None) -> None:
-        from feedback.experts.ollama_client import KEY_ENV as OLLAMA_KEY_ENV
-        from feedback.experts.ollama_client import OllamaChat
+        from comlrl.llm.ollama_client import OllamaClient
 
-        self._chat = OllamaChat(model, base_url, api_key=api_key or os.environ.get(OLLAMA_KEY_ENV) or None,
-                                timeout_s=timeout_s, stream=True, max_retries=max_retries)
-        self.name = self._chat.name
-        self._params: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature, "top_p": top_p,
-                                        "seed": seed, "logprobs": logprobs}
-        self._pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="ollama")
-
-    def _one(self, messages: Messages, stop: Sequence[str]) -> ChatResult:
-        from feedback.experts.ollama_client import OllamaError
-
-        try:
-            r = self._chat.chat(messages, stop=stop, **self._params)
-        except OllamaError as exc:
-            raise BackendError(f"backend error: {exc}") from None
-        return ChatResult(continued(messages, r.text), r.done_reason, None, r.tokens, r.logprobs, r.prompt_tokens,
-                          r.completion_tokens)
-
-    def complete(self, conversations: Sequence[Messages], *, stop: Sequence[str] = ()) -> list[ChatResult]:
-        return list(self._pool.map(lambda m: self._one(list(m), stop), conversations))
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=True)
-        self._chat.close()
+        settings = LLMSettings(timeout_s=timeout_s, max_retries=max_retries, concurrency=concurrency)
+        client = OllamaClient(model, settings, base_url=base_url, stream=True,
+                              api_key=api_key or os.environ.get(KEY_ENV["ollama"][0]) or None)
+        super().__init__(client, Sampling(max_tokens, temperature, top_p, seed, logprobs), concurrency)
 
 
 BACKENDS = ("local", "openai-compatible", "ollama")
@@ -237,11 +177,9 @@ BACKENDS = ("local", "openai-compatible", "ollama")
 
 def parse_backend(spec: str) -> tuple[str, str, str | None]:
     """`local:<model>` -> ("local", model, None); `openai-compatible:` / `ollama:<model>@<url>` -> (kind, model, url)."""
-    from feedback.experts import ExpertError, parse_spec
-
     try:
         parsed = parse_spec(spec, key="--backend", providers=BACKENDS)
-    except ExpertError as exc:
+    except LLMError as exc:
         raise BackendError(f"backend error: {exc}") from None
     return parsed.provider, parsed.model, parsed.base_url
 

@@ -1,4 +1,4 @@
-"""Trajectory-end judges: an LLM (through the feedback module's expert clients) or rules from success checks.
+"""Trajectory-end judges: an LLM (a `comlrl.llm` chat client) or rules from success checks.
 
 Both score a finished trajectory on four criteria, 0-10 each:
 
@@ -12,7 +12,7 @@ Both score a finished trajectory on four criteria, 0-10 each:
     rule                                    the offline default (RuleJudge)
     openai:<model> | anthropic:<model> | deepseek:<model>
     openai-compatible:<model>@<base_url> | ollama:<model>@<base_url>
-    local:<path or alias>                   an LLMJudge on that expert client
+    local:<path or alias>                   an LLMJudge on that chat client
     <name>[:<arg>]                          a judge registered with `register_judge`
 
 An LLM judge answers with a JSON object; a reply that is not one, a score outside 0-10, a timeout or an
@@ -28,11 +28,11 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from comlrl.agentic.actions import json_objects
 from comlrl.agentic.environment import ActionProblem, CheckResult, TrajectoryState
+from comlrl.llm import FORMS, ChatClient, Counters, LLMError, LLMSettings, cache_dir_setting, make_client
 from feedback.context import cap
 
 SCORE_KEYS = ("task_completion", "action_quality", "efficiency", "creativity")
@@ -208,11 +208,11 @@ def parse_judge_scores(text: str) -> dict[str, Any] | None:
 
 
 class LLMJudge(Judge):
-    """Scores through an `ExpertClient` (retries, cache, counters); the fallback scores failures."""
+    """Scores through a `ChatClient` (retries, cache, counters); the fallback scores failures."""
 
     name = "llm"
 
-    def __init__(self, client: Any, fallback: Judge | None = None, system_prompt: str = JUDGE_SYSTEM) -> None:
+    def __init__(self, client: ChatClient, fallback: Judge | None = None, system_prompt: str = JUDGE_SYSTEM) -> None:
         self.client = client
         self.system_prompt = system_prompt
         self.fallback = fallback if fallback is not None else RuleJudge("rule-fallback")
@@ -262,7 +262,7 @@ class JudgeOptions:
     cache_dir: str | None = None  # None = ~/.cache/comlrl/judge, "off" disables
     system_prompt: str = JUDGE_SYSTEM  # the rubric; `load_judge_prompt` reads task.actions.judge_prompt
     concurrency: int = 4
-    extra: dict[str, Any] = field(default_factory=dict)  # passed on to the expert client
+    extra: dict[str, Any] = field(default_factory=dict)  # other LLMSettings fields (temperature, price_per_mtok...)
 
 
 def make_judge(
@@ -272,10 +272,7 @@ def make_judge(
     base_url: str | None = None,
     resolve_local: Callable[[str], str] | None = None,
 ) -> Judge:
-    """The judge named by `spec` (see the module docstring). Raises ExpertError for a bad spec or key."""
-    from feedback.counters import FeedbackMetrics
-    from feedback.experts import FORMS, ExpertError, make_expert
-
+    """The judge named by `spec` (see the module docstring). Raises LLMError for a bad spec or key."""
     o = options or JudgeOptions()
     spec = (spec or "").strip()
     if spec in ("", "rule"):
@@ -284,17 +281,13 @@ def make_judge(
     if name in JUDGES:
         return JUDGES[name](arg, vars(o))
     if name.lower() not in FORMS:
-        raise ExpertError(f"task.actions.judge={spec!r} is not allowed; expected rule, {', '.join(FORMS.values())} "
-                          f"or a registered judge ({', '.join(JUDGES) or 'none registered'})")
-    cache = o.cache_dir if o.cache_dir is not None else str(DEFAULT_CACHE_DIR.expanduser())
-    settings = SimpleNamespace(expert_timeout_s=o.timeout_s, expert_max_retries=o.max_retries,
-                               expert_concurrency=o.concurrency, expert_max_tokens=o.max_tokens,
-                               expert_cache_dir=cache)
-    try:
-        client = make_expert(spec, settings, resolve_local=resolve_local, base_url=base_url,
-                             metrics=FeedbackMetrics(), **o.extra)
-    except ExpertError as exc:
-        raise ExpertError(str(exc).replace("external.expert_edits_model", "task.actions.judge")) from None
+        raise LLMError(f"task.actions.judge={spec!r} is not allowed; expected rule, {', '.join(FORMS.values())} "
+                       f"or a registered judge ({', '.join(JUDGES) or 'none registered'})")
+    settings = LLMSettings(timeout_s=o.timeout_s, max_retries=o.max_retries, concurrency=o.concurrency,
+                           max_tokens=o.max_tokens, cache_dir=cache_dir_setting(o.cache_dir, DEFAULT_CACHE_DIR),
+                           **o.extra)
+    client = make_client(spec, settings, key="task.actions.judge", resolve_local=resolve_local, base_url=base_url,
+                         metrics=Counters())
     return LLMJudge(client, system_prompt=o.system_prompt)
 
 

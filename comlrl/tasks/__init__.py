@@ -10,6 +10,7 @@ from typing import Any
 from comlrl.tasks.actions import ActionsTask
 from comlrl.tasks.base import Problem, Task
 from comlrl.tasks.code_collab import CodeCollabTask
+from comlrl.tasks.code_common import CodeTask
 from comlrl.tasks.code_single import CodeSingleTask
 from comlrl.tasks.tool_agent import ToolAgentTask
 
@@ -21,8 +22,12 @@ __all__ = ["TASKS", "ActionsTask", "CodeCollabTask", "CodeSingleTask", "Problem"
 
 def build_task(task_cfg: Any, sandbox: Any) -> Task:
     """The task named by `task_cfg.name` (or a plain name string), scoring through `sandbox`."""
-    from comlrl.config import TaskConfig
+    from comlrl.config import ConfigError, TaskConfig
     from comlrl.registry import TASKS as registry
 
     cfg = TaskConfig(name=task_cfg) if isinstance(task_cfg, str) else task_cfg
-    return registry.get(cfg.name).from_config(cfg, sandbox)
+    task_type = registry.get(cfg.name)
+    if cfg.reward != "levels" and not issubclass(task_type, CodeTask):
+        raise ConfigError(f"config error: task.reward={cfg.reward!r} is not allowed; expected levels for "
+                          f"task.name={cfg.name} (task.reward chooses the reward of code tasks)")
+    return task_type.from_config(cfg, sandbox)

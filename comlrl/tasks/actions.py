@@ -127,7 +127,7 @@ class ActionsTask(Task):
                         "creativity": float(_opt(options, "weight_creativity"))}
         self.registry = registry if registry is not None else REGISTRY
         if judge is None:
-            from feedback.experts import ExpertError
+            from comlrl.llm import LLMError
 
             prompt_file = _opt(options, "judge_prompt")
             try:
@@ -137,7 +137,7 @@ class ActionsTask(Task):
                                   max_tokens=int(_opt(options, "judge_max_tokens")),
                                   cache_dir=_opt(options, "judge_cache_dir"), system_prompt=rubric)
                 judge = make_judge(str(_opt(options, "judge")), jo, resolve_local=_resolve_local)
-            except (ExpertError, ValueError) as exc:
+            except (LLMError, ValueError) as exc:
                 raise ConfigError(f"config error: {exc}") from None
         self.judge = judge
         n = self.num_agents

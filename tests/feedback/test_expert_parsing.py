@@ -53,7 +53,7 @@ def _json_repair_alone(reply: str) -> dict[str, str] | None:
     """The baseline: the `json-repair` package's reading of the reply, mapped onto the roles the same way."""
     import json_repair
 
-    from feedback.experts.parsing import _match
+    from comlrl.llm.json_reply import _match
 
     value = json_repair.loads(reply)
     if isinstance(value, list) and any(isinstance(v, dict) for v in value):
@@ -83,7 +83,7 @@ def test_unescaped_quotes_in_code_are_kept(reply, expected):
 
 
 def test_edits_schema_is_strict_and_names_every_role():
-    from feedback.experts.parsing import edits_schema
+    from comlrl.llm.json_reply import edits_schema
 
     assert edits_schema(R) == {"type": "object", "properties": {"helper": {"type": "string"},
                                                                 "main": {"type": "string"}},

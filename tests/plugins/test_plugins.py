@@ -104,9 +104,10 @@ def test_a_registered_reward_scores_the_code_tasks_and_bounds_the_threshold() ->
     [r] = task.score([(problem, ["```python\ndef f():\n    return 1\n```"])])
     code = r.codes[0]  # the code the task extracted (entry point renamed/wrapped as the levels would score it)
     assert r.total == pytest.approx(1.0 / (1.0 + len(code) / 100.0)) and r.components == {"agent0": r.total}
+    cfg = load_config(None, ["plugins=[short_code_reward]", "task.name=tool_agent", "magrpo.num_agents=1",
+                             "task.reward=short_code"])
     with pytest.raises(ConfigError, match=r"^config error: task.reward='short_code' is not allowed; expected levels "
                                           r"for task.name=tool_agent"):
-        load_config(None, ["plugins=[short_code_reward]", "task.name=tool_agent", "magrpo.num_agents=1",
-                           "task.reward=short_code"])
+        build_task(cfg.task, None)  # at start-up, before any model loads
     with pytest.raises(ConfigError, match=r"^config error: task.reward='long' is not allowed; expected one of: levels"):
         load_config(None, ["task.reward=long"])

@@ -6,18 +6,21 @@ from typing import Any
 
 import anthropic
 
-from feedback.experts.base import Completion, ExpertClient, Messages, RetryableError
-from feedback.experts.openai_client import translate_error
+from comlrl.llm.client import ChatClient, Messages
+from comlrl.llm.completion import Completion
+from comlrl.llm.errors import RetryableError, translate_error
+from comlrl.llm.settings import LLMSettings
 
 
-class AnthropicExpert(ExpertClient):
+class AnthropicClient(ChatClient):
     """System prompt goes in `system=`, the rest as alternating user/assistant messages; a JSON schema
     goes in `output_config.format` (structured outputs)."""
 
     provider = "anthropic"
 
-    def __init__(self, model: str, *, api_key: str, base_url: str | None = None, **kwargs: Any) -> None:
-        super().__init__(model, endpoint=base_url or "", **kwargs)
+    def __init__(self, model: str, settings: LLMSettings | None = None, *, api_key: str,
+                 base_url: str | None = None, **kwargs: Any) -> None:
+        super().__init__(model, settings, endpoint=base_url or "", **kwargs)
         self._register_secret(api_key)
         self._client = anthropic.Anthropic(api_key=api_key, base_url=base_url, max_retries=self.max_retries,
                                            timeout=self.timeout_s)

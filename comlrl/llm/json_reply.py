@@ -1,4 +1,4 @@
-"""Robust extraction of per-agent edits from an expert's reply.
+"""Robust extraction of one string per name (per-agent edits) from a JSON reply, and its JSON schema.
 
 Models wrap JSON in fences, add prose after it, stop mid-string at the token limit, or answer with
 near-JSON (unescaped quotes in code, single quotes, Python literals). We try, in order: every decodable

@@ -1,4 +1,4 @@
-"""`local:<path or alias>`: a transformers causal LM on this machine, so expert_edits works offline.
+"""`local:<path or alias>`: a transformers causal LM on this machine, so experts and judges work offline.
 
 The model loads at construction (a bad path fails at start-up, not mid-run). Generation is greedy
 and serialised by a lock: one CPU model gains nothing from concurrent calls. `max_time` bounds a call
@@ -12,29 +12,31 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from feedback.experts.base import Completion, ExpertClient, ExpertError, Messages
+from comlrl.llm.client import ChatClient, Messages
+from comlrl.llm.completion import Completion
+from comlrl.llm.errors import LLMError
+from comlrl.llm.local_model import load_model
+from comlrl.llm.settings import LLMSettings
 
 
-class LocalExpert(ExpertClient):
+class LocalClient(ChatClient):
     provider = "local"
     deterministic = True  # greedy decoding: retrying an unparseable reply would repeat it
 
-    def __init__(self, model: str, *, resolve_local: Callable[[str], str] | None = None, **kwargs: Any) -> None:
-        kwargs["concurrency"] = 1
-        super().__init__(model, **kwargs)
+    def __init__(self, model: str, settings: LLMSettings | None = None, *,
+                 resolve_local: Callable[[str], str] | None = None, **kwargs: Any) -> None:
+        super().__init__(model, settings, **{**kwargs, "concurrency": 1})
         try:
             path = resolve_local(model) if resolve_local is not None else model
         except Exception as exc:  # noqa: BLE001 - reported as a start-up error naming the model
-            raise ExpertError(f"expert local:{model}: cannot resolve the model: {exc}") from None
+            raise LLMError(f"expert local:{model}: cannot resolve the model: {exc}") from None
         if not os.path.isdir(str(path)):
-            raise ExpertError(f"expert local:{model}: {path!s} is not a local model directory")
+            raise LLMError(f"expert local:{model}: {path!s} is not a local model directory")
         self.endpoint = str(path)
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self._torch = torch
-        self._tok = AutoTokenizer.from_pretrained(str(path))
-        self._model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32)
+        self._tok, self._model = load_model(str(path), dtype=torch.float32)
         self._model.eval()
         self._lock = threading.Lock()
 

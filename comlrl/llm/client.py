@@ -1,9 +1,10 @@
-"""The provider-independent half of an expert client: reply retries, cache, concurrency, counters.
+"""The provider-independent half of every chat client (experts, judges): reply retries, cache, concurrency,
+counters.
 
 A provider implements one method, `_call(messages, json_schema) -> Completion`: one request through its
 official SDK, whose own retries (`max_retries`: 408/409/429/5xx, timeouts, connection errors, with the
 server's `retry-after(-ms)` and `x-should-retry` honoured) cover the transport; `ollama:` has no SDK and
-its client retries by the same rules (`feedback/experts/ollama_client.py`). What the SDKs cannot
+its client retries by the same rules (`comlrl/llm/ollama_client.py`). What the SDKs cannot
 judge lives here, once, for every provider:
 
 - retries of a reply that does not parse (malformed body, unusable edits); a request the SDK gave up
@@ -11,7 +12,7 @@ judge lives here, once, for every provider:
 - an on-disk cache keyed by provider, model, endpoint and prompt (never the key), written only for
   replies that parsed, so a bad reply is not replayed forever;
 - a thread pool for concurrent requests, with identical prompts in one batch sent once;
-- token, cost, latency, call, retry, failure counters in `FeedbackMetrics`;
+- token, cost, latency, call, retry, failure counters (feedback passes its `FeedbackMetrics`);
 - redaction: secrets registered by the provider are replaced by `***` in every message we log or
   raise, whatever the SDK put in its exception text.
 """
@@ -21,128 +22,58 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import tempfile
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, TypeVar
+from dataclasses import replace
+from typing import Any, Protocol, TypeVar
 
-from feedback.counters import FeedbackMetrics, default_metrics
-from feedback.experts.parsing import edits_schema, parse_edits
+from comlrl.llm.cache import ResponseCache
+from comlrl.llm.completion import ChatResult, Completion, Sampling
+from comlrl.llm.counters import Counters, CounterSink
+from comlrl.llm.errors import RequestFailed, RetryableError
+from comlrl.llm.json_reply import edits_schema, parse_edits
+from comlrl.llm.settings import LLMSettings
 
-log = logging.getLogger("feedback.experts")
+log = logging.getLogger("comlrl.llm")
 
 Messages = list[dict[str, str]]
 T = TypeVar("T")
 
-# what the Stainless-built SDKs (openai, anthropic) retry by themselves, up to max_retries, besides every 5xx;
-# the Ollama client, which has no SDK, follows the same rule
-SDK_RETRIED_STATUS = frozenset({408, 409, 429})
 
-
-class ExpertError(RuntimeError):
-    """An expert could not be built (bad spec, missing key, missing model); raised at start-up."""
-
-
-class RequestFailed(RuntimeError):
-    """The SDK gave up on a request; `retries` counts the transport retries it made first."""
-
-    def __init__(self, message: str, retries: int = 0) -> None:
-        super().__init__(message)
-        self.retries = retries
-
-
-class RetryableError(RequestFailed):
-    """A reply worth asking for again: its body did not parse (the SDK already retried the transport)."""
-
-
-@dataclass(frozen=True)
-class Completion:
-    """One successful reply: its text and the tokens the provider billed."""
-
-    text: str
-    input_tokens: int = 0
-    output_tokens: int = 0
-    retries: int = 0  # transport retries the SDK made before this reply
-
-
-class ResponseCache:
-    """One JSON file per prompt under `root/ab/abcdef....json`, written atomically.
-
-    Holds the reply text and token counts only: no key, no headers, no prompt.
-    """
-
-    def __init__(self, root: str | os.PathLike[str]) -> None:
-        self.root = Path(root).expanduser()
-
-    def _path(self, key: str) -> Path:
-        return self.root / key[:2] / f"{key}.json"
-
-    def get(self, key: str) -> Completion | None:
-        try:
-            data = json.loads(self._path(key).read_text(encoding="utf-8"))
-            return Completion(str(data["text"]), int(data.get("input_tokens", 0)), int(data.get("output_tokens", 0)))
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-
-    def put(self, key: str, completion: Completion, model: str) -> None:
-        path = self._path(key)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            payload = {"model": model, "text": completion.text, "input_tokens": completion.input_tokens,
-                       "output_tokens": completion.output_tokens}
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(payload, f, ensure_ascii=False)
-            os.replace(tmp, path)
-        except OSError as exc:  # a read-only or full disk must not stop training
-            log.warning("expert cache: could not write %s: %s", path, exc)
-
-
-class ExpertClient:
-    """Base class of every expert; subclasses set `provider` and implement `_call`."""
+class ChatClient(ABC):
+    """Base class of every chat client; subclasses set `provider` and implement `_call`."""
 
     provider = "base"
     deterministic = False  # True: the same prompt always gives the same reply, so an unparseable one is final
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        endpoint: str = "",
-        timeout_s: float = 60.0,
-        max_retries: int = 3,
-        concurrency: int = 4,
-        max_tokens: int = 512,
-        temperature: float = 0.0,
-        cache_dir: str | os.PathLike[str] | None = None,
-        price_per_mtok: tuple[float, float] = (0.0, 0.0),
-        metrics: FeedbackMetrics | None = None,
-    ) -> None:
+    def __init__(self, model: str, settings: LLMSettings | None = None, *, endpoint: str = "",
+                 metrics: CounterSink | None = None, **fields: Any) -> None:
+        """`fields` replace single settings (`temperature=0.2`, `cache_dir=None`...)."""
+        s = replace(settings or LLMSettings(), **fields)
+        self.settings = s
         self.model = model
         self.endpoint = endpoint
-        self.timeout_s = float(timeout_s)
-        self.max_retries = max(0, int(max_retries))
-        self.concurrency = max(1, int(concurrency))
-        self.max_tokens = int(max_tokens)
-        self.temperature = float(temperature)
-        self.cache = ResponseCache(cache_dir) if cache_dir else None
-        self.price_per_mtok = price_per_mtok
-        self.counters = metrics if metrics is not None else default_metrics()
+        self.timeout_s = float(s.timeout_s)
+        self.max_retries = max(0, int(s.max_retries))
+        self.concurrency = max(1, int(s.concurrency))
+        self.max_tokens = int(s.max_tokens)
+        self.temperature = float(s.temperature)
+        self.cache = ResponseCache(s.cache_dir) if s.cache_dir else None
+        self.price_per_mtok = s.price_per_mtok or (0.0, 0.0)
+        self.counters: CounterSink = metrics if metrics is not None else Counters()
         self._secrets: tuple[str, ...] = ()
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
 
     # ----- what a provider implements -------------------------------------------------------------
 
+    @abstractmethod
     def _call(self, messages: Messages, json_schema: dict[str, Any] | None = None) -> Completion:
         """One request (the SDK retries its transport); `json_schema` asks for structured output where the
         provider offers it. Raise `RetryableError` for a body that did not parse, anything else to give up."""
-        raise NotImplementedError
 
     # ----- shared behaviour -----------------------------------------------------------------------
 
@@ -154,7 +85,7 @@ class ExpertClient:
         return f"{type(self).__name__}(spec={self.spec!r}, endpoint={self.endpoint!r})"
 
     def metrics(self, reset: bool = False) -> dict[str, float]:
-        """Snapshot of the counters this expert updates (shared with `feedback.metrics()` by default)."""
+        """Snapshot of the counters this client updates (feedback's experts share `feedback.metrics()`)."""
         return self.counters.snapshot(reset=reset)
 
     def _register_secret(self, secret: str | None) -> None:
@@ -219,7 +150,7 @@ class ExpertClient:
                 log.warning("expert %s: attempt %d/%d failed: %s", self.spec, attempt + 1, attempts,
                             self.redact(str(exc))[:400])
             except Exception as exc:  # noqa: BLE001 - any other error ends this request, never the run
-                self._count_sdk_retries(p, getattr(exc, "retries", 0))
+                self._count_sdk_retries(p, exc.retries if isinstance(exc, RequestFailed) else 0)
                 m.inc(f"{p}/errors")
                 m.inc(f"{p}/failures")
                 m.inc(f"{p}/latency_s", time.perf_counter() - t0)
@@ -291,15 +222,15 @@ class ExpertClient:
                 self._pool.shutdown(wait=True)
                 self._pool = None
 
-    def __enter__(self) -> ExpertClient:
+    def __enter__(self) -> ChatClient:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
 
-class FunctionExpert(ExpertClient):
-    """An expert backed by a Python callable: for tests and for plugging in custom logic offline."""
+class FunctionClient(ChatClient):
+    """A client backed by a Python callable: for tests and for plugging in custom logic offline."""
 
     provider = "function"
 
@@ -309,3 +240,16 @@ class FunctionExpert(ExpertClient):
 
     def _call(self, messages: Messages, json_schema: dict[str, Any] | None = None) -> Completion:
         return Completion(self._fn(messages))
+
+
+class Sampler(Protocol):
+    """A server a trace backend samples from (`OpenAIClient`, `OllamaClient`): one conversation, one result.
+
+    Raises `RequestFailed` (one line naming the server, never the key) when the request failed.
+    """
+
+    name: str
+
+    def sample(self, messages: Messages, *, stop: Sequence[str], sampling: Sampling) -> ChatResult: ...
+
+    def close(self) -> None: ...

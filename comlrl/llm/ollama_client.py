@@ -13,7 +13,7 @@ timeout, a lost connection or Ollama's mid-stream `{"error": ...}` line; never a
 `x-should-retry: true|false` overrides the status; the wait is the server's `retry-after-ms` /
 `retry-after` (up to 2 minutes; a longer one is not waited for) or else 0.5 s doubling to 8 s, minus up to
 25 % jitter. A reply that does not parse is not a transport failure: it is raised at once (`malformed`)
-and the expert client's reply retries decide. Errors are `OllamaError`, one line naming
+and the chat client's reply retries decide. Errors are `OllamaError`, one line naming
 `ollama:<model>@<base_url>`, never the key, carrying the retries made before it.
 """
 
@@ -29,22 +29,17 @@ from typing import Any
 
 import httpx
 
-from feedback.experts.base import (
-    SDK_RETRIED_STATUS,
-    Completion,
-    ExpertClient,
-    Messages,
-    RequestFailed,
-    RetryableError,
-)
+from comlrl.llm.client import ChatClient, Messages
+from comlrl.llm.completion import ChatResult, Completion, Sampling
+from comlrl.llm.errors import SDK_RETRIED_STATUS, RequestFailed, RetryableError
+from comlrl.llm.settings import LLMSettings
 
-KEY_ENV = "OLLAMA_API_KEY"  # optional: ollama.com and authenticating proxies want a bearer token
 DEFAULT_MAX_RETRIES = 2  # the SDKs' default
 BACKOFF_BASE_S, BACKOFF_MAX_S = 0.5, 8.0  # the SDKs' exponential backoff
 MAX_RETRY_AFTER_S = 120.0  # a server asking for a longer wait is not retried (as the SDKs do)
 
 
-class OllamaError(RuntimeError):
+class OllamaError(RequestFailed):
     """One failed request, as one line.
 
     `retryable`: a transport failure worth another attempt; `malformed`: a reply that did not parse;
@@ -58,7 +53,6 @@ class OllamaError(RuntimeError):
         self.retryable = retryable
         self.malformed = malformed
         self.retry_after_s = retry_after_s
-        self.retries = 0
 
 
 def retry_after_s(headers: httpx.Headers) -> float | None:
@@ -243,17 +237,20 @@ def assemble(chunks: Iterable[dict[str, Any]], fail: Callable[..., OllamaError])
                        int(last.get("eval_count") or 0))
 
 
-class OllamaExpert(ExpertClient):
-    """An expert (or judge) on `ollama:<model>@<base_url>`: `OllamaChat` retries the transport up to
-    `max_retries`, as the SDK clients do; `ExpertClient.complete` retries replies that do not parse."""
+class OllamaClient(ChatClient):
+    """An expert, judge or trace backend on `ollama:<model>@<base_url>`: `OllamaChat` retries the transport
+    up to `max_retries`, as the SDK clients do; `ChatClient.complete` retries replies that do not parse.
+    `stream`: trace backends stream, so the timeout bounds the wait for the next token."""
 
     provider = "ollama"
 
-    def __init__(self, model: str, *, base_url: str, api_key: str | None = None, **kwargs: Any) -> None:
-        super().__init__(model, endpoint=normalize_base_url(base_url), **kwargs)
+    def __init__(self, model: str, settings: LLMSettings | None = None, *, base_url: str,
+                 api_key: str | None = None, stream: bool = False, **kwargs: Any) -> None:
+        super().__init__(model, settings, endpoint=normalize_base_url(base_url), **kwargs)
         self._register_secret(api_key)
         self._chat = OllamaChat(model, base_url, api_key=api_key, timeout_s=self.timeout_s,
-                                max_retries=self.max_retries)
+                                max_retries=self.max_retries, stream=stream)
+        self.name = self._chat.name
 
     def _call(self, messages: Messages, json_schema: dict[str, Any] | None = None) -> Completion:
         # json_schema is not sent: Ollama before 0.5 rejects a schema in `format`; unparseable replies are retried
@@ -264,6 +261,12 @@ class OllamaExpert(ExpertClient):
                 raise RetryableError(str(exc), exc.retries) from None
             raise RequestFailed(str(exc), exc.retries) from None
         return Completion(reply.text, reply.prompt_tokens, reply.completion_tokens, reply.retries)
+
+    def sample(self, messages: Messages, *, stop: Sequence[str], sampling: Sampling) -> ChatResult:
+        """One sampled completion (only the continuation of a trailing assistant message); raises OllamaError."""
+        r = self._chat.chat(messages, stop=stop, max_tokens=sampling.max_tokens, temperature=sampling.temperature,
+                            top_p=sampling.top_p, seed=sampling.seed, logprobs=sampling.logprobs)
+        return ChatResult(r.text, r.done_reason, None, r.tokens, r.logprobs, r.prompt_tokens, r.completion_tokens)
 
     def close(self) -> None:
         super().close()
