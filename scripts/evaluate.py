@@ -45,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = evaluate(comp, step=0)
     finally:
+        comp.task.close()
         comp.sandbox.close()
     if comp.accelerator.is_main_process:
         text = json.dumps(result, indent=2)
