@@ -1,11 +1,14 @@
-"""Binds the `feedback` package to a run: builds contexts, calls the configured mode, exposes counters."""
+"""Binds the `feedback` package to a run as a `Transition`: builds contexts from a joint action's path,
+calls the configured mode, exposes counters."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import feedback
 from comlrl.config import RunConfig
+from comlrl.contracts import Continuation, Messages, Task
 from comlrl.tasks.code.reward import CodeReward
 from comlrl.tasks.code_common import path_codes
 
@@ -27,7 +30,23 @@ class FeedbackBridge:
             fields["codes"] = path_codes(fields["history"], fields["reward"])
         return feedback.FeedbackContext(**fields)
 
-    def build(self, contexts: list[feedback.FeedbackContext]) -> list[list[list[dict]]]:
+    def next_messages(self, task: Task, paths: Sequence[Continuation]) -> list[list[Messages]]:
+        """The configured feedback mode's next-turn prompts (this is the feedback modes' `Transition`)."""
+        contexts = [
+            self.context(
+                problem=c.problem.prompt,
+                role_names=list(task.role_names),
+                role_instructions=[task.revise_instructions(a) for a in range(task.num_agents)],
+                initial_messages=task.initial_messages(c.problem),
+                history=c.history,
+                reward=c.reward,
+                entry_point=c.problem.entry_point,
+            )
+            for c in paths
+        ]
+        return self.build(contexts)
+
+    def build(self, contexts: list[feedback.FeedbackContext]) -> list[list[Messages]]:
         return feedback.build_next_messages(contexts, self.cfg.external, expert=self.expert, metrics=self.counters)
 
     def metrics(self) -> dict[str, float]:

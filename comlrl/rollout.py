@@ -72,7 +72,8 @@ def expand_trees(
         level = []
         for (node, j), msgs in zip(growing, child_messages, strict=True):
             child = Node(
-                id=node.child_id(j), turn=turn + 1, root=node.root, messages=msgs, parent=node.id, parent_action=j
+                id=node.child_id(j), turn=turn + 1, root=node.root, messages=msgs, parent=node.id, parent_action=j,
+                state=node.next_states[j] if node.next_states else None,
             )
             node.children[j] = child
             level.append(child)

@@ -22,12 +22,12 @@ from comlrl.advantages import assign_advantages
 from comlrl.checkpoint import checkpoint_step, latest_checkpoint, load_checkpoint, save_checkpoint
 from comlrl.config import ConfigError, RunConfig, validate_threshold
 from comlrl.console import quiet_console
+from comlrl.contracts import Continuation, JointTurn, Task, Transition
 from comlrl.distributed import WorldSizeError, make_accelerator, max_over_ranks, reduce_sums, uses_deepspeed
 from comlrl.loss import aggregate, logprob_gap, per_token_loss, step_normaliser, truncated_is_weights
 from comlrl.rollout import TreeShape, expand_trees, make_roots
 from comlrl.run_outputs import RUN_OUTPUTS, RunWriter, check_output_dir, make_trackers, node_records
 from comlrl.run_report import write_report
-from comlrl.tasks.base import Task
 from comlrl.tree import Node, TreeStats, backup_returns
 
 log = logging.getLogger("comlrl")
@@ -99,21 +99,14 @@ def _history(index: dict[str, Node], node: Node, action: int, num_agents: int) -
     return [[n.completions[a][n.joint[j][a]].text for n, j in path] for a in range(num_agents)]
 
 
-def _path_turns(index: dict[str, Node], node: Node) -> tuple[tuple[str, ...], ...]:
-    """The joint-action texts of the turns before `node`, oldest first (one tuple of agent texts per turn)."""
-    if node.parent is None:
-        return ()
-    parent = index[node.parent]
-    history = _history(index, parent, node.parent_action, len(parent.completions))
-    return tuple(zip(*history, strict=True))
-
-
 class Rollout:
     """The three callables the level-synchronous expander drives, bound to one batch of problems."""
 
     def __init__(self, comp: Components, problems: list, greedy: bool = False) -> None:
         self.c, self.problems, self.greedy = comp, problems, greedy
+        self.transition: Transition = comp.task.transition(comp.feedback)
         self.roots: list[Node] = []
+        self.nodes: dict[str, Node] = {}  # every node scored so far, by id: the paths of later turns
         self.gen_tokens = 0
         self.gen_seconds = 0.0
         self.score_seconds = 0.0
@@ -127,42 +120,28 @@ class Rollout:
         return out
 
     def score(self, pairs: list[tuple[Node, tuple[int, ...]]]) -> list[tuple[float, Any]]:
+        """Scores each joint action on its node's state and keeps the state it leaves on the node."""
         t0 = time.perf_counter()
-        items = [
-            (self.problems[node.root], [node.completions[a][act[a]].text for a in range(len(act))])
+        turns = [
+            JointTurn(self.problems[node.root], tuple(node.completions[a][act[a]].text for a in range(len(act))),
+                      node.state)
             for node, act in pairs
         ]
-        score_paths = getattr(self.c.task, "score_paths", None)
-        if score_paths is not None:  # environment tasks replay the earlier turns of each joint action's path
-            index = {n.id: n for root in self.roots for n in root.walk()}
-            rewards = score_paths([(*item, _path_turns(index, node)) for item, (node, _) in zip(items, pairs,
-                                                                                               strict=True)])
-        else:
-            rewards = self.c.task.score(items)
+        scored = self.c.task.score_turns(turns)
+        for node, _ in pairs:
+            self.nodes[node.id] = node
+            node.next_states = []
+        for (node, _), (_, state) in zip(pairs, scored, strict=True):
+            node.next_states.append(state)
         self.score_seconds += time.perf_counter() - t0
-        return [(r.total, r) for r in rewards]
+        return [(r.total, r) for r, _ in scored]
 
     def next_messages(self, pairs: list[tuple[Node, int]]) -> list[list[list[dict]]]:
         t0 = time.perf_counter()
-        index = {n.id: n for root in self.roots for n in root.walk()}
-        task, n_agents = self.c.task, self.c.cfg.magrpo.num_agents
-        contexts = []
-        for node, j in pairs:
-            problem = self.problems[node.root]
-            contexts.append(
-                self.c.feedback.context(
-                    problem=problem.prompt,
-                    role_names=list(task.role_names),
-                    role_instructions=[task.revise_instructions(a) for a in range(n_agents)],
-                    initial_messages=task.initial_messages(problem),
-                    history=_history(index, node, j, n_agents),
-                    reward=node.details[j],
-                    entry_point=problem.entry_point,
-                )
-            )
-        # a task with its own environment (tool results, observations) builds its next turn itself
-        own = getattr(task, "build_next_messages", None)
-        out = own(contexts) if own is not None else self.c.feedback.build(contexts)
+        n_agents = self.c.task.num_agents
+        paths = [Continuation(self.problems[node.root], node, j, _history(self.nodes, node, j, n_agents))
+                 for node, j in pairs]
+        out = self.transition.next_messages(self.c.task, paths)
         out = [self._prefixed(self.problems[node.root], msgs) for (node, _), msgs in zip(pairs, out, strict=True)]
         self.feedback_seconds += time.perf_counter() - t0
         return out
@@ -182,6 +161,8 @@ class Rollout:
     def run(self, shape: TreeShape, tag: str) -> list[Node]:
         self.c.task.begin_rollout()
         self.roots = make_roots([self.initial_messages(p) for p in self.problems], tag)
+        for root, problem in zip(self.roots, self.problems, strict=True):
+            root.state = self.c.task.initial_state(problem)
         return expand_trees(self.roots, shape, self.generate, self.score, self.next_messages)
 
 
@@ -199,7 +180,7 @@ def _turn_sums(roots: list[Node], num_turns: int, task: Task | None = None) -> d
         for node in root.walk():
             sums[f"turn_{node.turn}/reward_sum"] += sum(node.rewards)
             sums[f"turn_{node.turn}/count"] += len(node.rewards)
-            sums[f"turn_{node.turn}/passed"] += sum(bool(getattr(d, "all_passed", False)) for d in node.details)
+            sums[f"turn_{node.turn}/passed"] += sum(bool(d.all_passed) for d in node.details)
             for d in node.details if task is not None else ():
                 for name, value in task.outcome_counts(d).items():
                     sums[f"turn_{node.turn}/{name}"] += float(value)
@@ -409,11 +390,10 @@ def training_step(comp: Components, step: int) -> tuple[dict[str, float], list[d
     metrics["score_seconds"] = total["score_seconds"] / world
     metrics["feedback_seconds"] = total["feedback_seconds"] / world
     metrics["tokens_per_s"] = total["gen_tokens"] / max(1e-9, total["gen_seconds"] / world)
-    metrics["prompt_truncations"] = int(getattr(comp.policies, "prompt_truncations", 0))
+    metrics["prompt_truncations"] = int(comp.policies.prompt_truncations)
     metrics.update({f"feedback/{k}": v for k, v in comp.feedback.metrics().items()})
-    task_metrics = getattr(comp.task, "metrics", None)  # e.g. judge calls and fallbacks of environment tasks
-    if task_metrics is not None:
-        metrics.update({f"task/{k}": v for k, v in task_metrics().items() if isinstance(v, int | float)})
+    # e.g. judge calls and fallbacks of environment tasks
+    metrics.update({f"task/{k}": v for k, v in comp.task.metrics().items() if isinstance(v, int | float)})
     metrics["step_seconds"] = time.perf_counter() - t0
     _warn_if_nothing_trained(comp, metrics)
     prefix = f"s{step + 1}r{acc.process_index}t"
@@ -565,6 +545,7 @@ def run(cfg: RunConfig) -> int:
             bar.close()
         if writer:
             writer.close()
+        comp.task.close()
         comp.sandbox.close()
         comp.engine.close()
     acc.wait_for_everyone()

@@ -50,6 +50,8 @@ class Node:
     advantages: list[list[float] | None] = field(default_factory=list)  # [agent][g], None = no signal
     children: dict[int, Node] = field(default_factory=dict)  # joint-action index -> child
     terminated: bool = False  # stopped early by the threshold
+    state: Any = None  # the task's environment this turn acts on (None: the task keeps none)
+    next_states: list[Any] = field(default_factory=list)  # per joint action, the state it leaves (a child's `state`)
 
     def child_id(self, action: int) -> str:
         return f"{self.id}.{action}"

@@ -194,6 +194,13 @@ class ToolReward:
     exec: Any = None
     response: str = ""  # the message the model reads next (tool response + hint)
     notes: tuple[str, ...] = field(default_factory=tuple)
+    clean: str = ""  # the round as the conversation keeps it (fake responses stripped, cut after the call)
+    code: str = ""  # the code the round ran ("" when nothing ran)
+
+    @property
+    def scored(self) -> tuple[str, ...]:
+        """The code this round ran (one agent)."""
+        return (self.code,)
 
     @property
     def all_passed(self) -> bool:
@@ -240,5 +247,5 @@ def turn_reward(
     return ToolReward(
         total=round(sum(comp.values()), 10), components=comp, tests_passed=passed, tests_total=total,
         kind=analysis.kind, call_repair=analysis.call_repair, fake_responses=analysis.fake_responses,
-        exec=result, response=response, notes=tuple(notes),
+        exec=result, response=response, notes=tuple(notes), clean=analysis.clean, code=analysis.code or "",
     )

@@ -43,7 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = evaluate(comp, step=0)
     finally:
+        comp.task.close()
         comp.sandbox.close()
+        comp.engine.close()
     if comp.accelerator.is_main_process:
         text = json.dumps(result, indent=2)
         print(text)

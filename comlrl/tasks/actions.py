@@ -14,14 +14,17 @@ Reward of a joint action (one turn):
 
 Turns after a trajectory ended execute nothing and score 0.
 
-How a joint action finds its state: the trainer calls `score_paths` with each joint action's history (the
-earlier turns' completions, one tuple per turn), so it runs on its own parent's state. States are cached
-for one rollout (`begin_rollout` drops them and their directories; any state can be replayed).
+How a joint action finds its state: the tree node it was sampled at holds it (`Node.state`; a root's is
+`initial_state`, a fresh workspace), `score_turns` steps it with the joint action and returns the state
+it leaves, which the trainer keeps on the node for the child turn and for `next_messages` (this task is
+its own `Transition`: observations, not feedback modes, make the next turn). The task only tracks the
+states it made so `begin_rollout` and `close` remove their directories.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +52,7 @@ from comlrl.agentic.judge import (
     make_judge,
 )
 from comlrl.config import ActionsTaskConfig, ConfigError
+from comlrl.contracts import Continuation, JointTurn, Messages, Transition
 from comlrl.tasks.base import Task
 from comlrl.tasks.datasets import DatasetError, split_problems
 
@@ -90,6 +94,11 @@ class ActionReward:
     turn: int
     judge: JudgeScores | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    actions: tuple[str, ...] = ()  # per agent, the actions it ran this turn ("type ok|failed" lines)
+
+    @property
+    def scored(self) -> tuple[str, ...]:
+        return self.actions
 
 
 def _resolve_local(name: str) -> str:
@@ -146,8 +155,7 @@ class ActionsTask(Task):
         self.env = Environment(registry=self.registry, sandbox=sandbox, role_names=ROLE_NAMES,
                                max_actions_per_turn=self.max_actions, max_turns=self.max_turns, root=root)
         self._problems: dict[str, ActionProblem] = {}
-        self._states: dict[str, TrajectoryState] = {}
-        self._rewards: dict[str, ActionReward] = {}
+        self._live: list[TrajectoryState] = []  # states made since the last rollout began (their directories)
         self.judgements: list[dict[str, Any]] = []  # every trajectory-end judgement, in order
 
     @classmethod
@@ -207,24 +215,26 @@ class ActionsTask(Task):
             raise KeyError(f"actions: unknown task {task_id!r} (load() or initial_messages() registers tasks)")
         return self._problems[task_id]
 
+    def _made(self, state: TrajectoryState) -> TrajectoryState:
+        self._live.append(state)
+        return state
+
+    def initial_state(self, problem: ActionProblem) -> TrajectoryState:
+        """A fresh workspace with the task's files: the state of a tree's root."""
+        self._problems.setdefault(problem.task_id, problem)
+        return self._made(self.env.reset(problem))
+
     def state(self, problem: ActionProblem, history: tuple[tuple[str, ...], ...]) -> TrajectoryState:
-        """The state after `history` (cached; replayed from its parent when missing)."""
-        key = trajectory_key(problem.task_id, history)
-        st = self._states.get(key)
-        if st is None:
-            if not history:
-                st = self.env.reset(problem)
-            else:
-                st = self.env.step(problem, self.state(problem, history[:-1]), history[-1])
-            self._states[key] = st
-        return st
+        """The state after replaying `history` from a fresh workspace: for tools and tests that hold only
+        texts (the trainer keeps each path's state on its tree node and never replays)."""
+        self._problems.setdefault(problem.task_id, problem)
+        return self._made(self.env.replay(problem, history))
 
     def begin_rollout(self) -> None:
-        """Forget every state (their directories are removed): a new rollout replays what it needs."""
-        for st in self._states.values():
+        """Forget every state (their directories are removed): the previous rollout's trees are done."""
+        for st in self._live:
             self.env.discard(st)
-        self._states.clear()
-        self._rewards.clear()
+        self._live.clear()
 
     # -- scoring -----------------------------------------------------------------------------------------
 
@@ -235,39 +245,38 @@ class ActionsTask(Task):
 
     def score_paths(self, items: list[tuple[ActionProblem, list[str], tuple[tuple[str, ...], ...]]]
                     ) -> list[ActionReward]:
-        """Rewards of joint actions whose earlier turns are given explicitly."""
-        parents: list[TrajectoryState] = []
+        """Rewards of joint actions whose earlier turns are given as texts (replayed; see `state`)."""
+        turns = [JointTurn(problem, tuple(texts), self.state(problem, history)) for problem, texts, history in items]
+        return [reward for reward, _ in self.score_turns(turns)]
+
+    def score_turns(self, turns: Sequence[JointTurn]) -> list[tuple[ActionReward, TrajectoryState]]:
+        """(reward, state after) per joint action, each stepped from its node's state; equal paths run once."""
         keys: list[str] = []
         todo: dict[str, tuple[ActionProblem, TrajectoryState, tuple[str, ...]]] = {}
-        for problem, texts, history in items:
-            self._problems.setdefault(problem.task_id, problem)
-            parent = self.state(problem, history)
-            parents.append(parent)
-            key = trajectory_key(problem.task_id, (*history, tuple(texts)))
+        for t in turns:
+            if not isinstance(t.state, TrajectoryState):
+                raise ValueError(f"actions: joint action of {t.problem.task_id} has no state (initial_state makes one)")
+            self._problems.setdefault(t.problem.task_id, t.problem)
+            key = trajectory_key(t.problem.task_id, (*t.state.history, tuple(t.texts)))
             keys.append(key)
-            if key not in self._states and key not in todo:
-                todo[key] = (problem, parent, tuple(texts))
-        if todo:
-            workers = max(1, min(8, int(getattr(self.sandbox, "workers", 1) or 1) * 2, len(todo)))
-            jobs = list(todo.items())
-            if workers == 1:
-                done = [self.env.step(p, par, t) for _, (p, par, t) in jobs]
-            else:
-                with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="actions") as pool:
-                    done = list(pool.map(lambda kv: self.env.step(kv[1][0], kv[1][1], kv[1][2]), jobs))
-            for (key, _), st in zip(jobs, done, strict=True):
-                self._states[key] = st
-        need = [k for k in dict.fromkeys(keys) if k not in self._rewards]
-        ending = [k for k in need if self._states[k].done and not self._states[k].transcript[-1].after_done]
+            todo.setdefault(key, (t.problem, t.state, tuple(t.texts)))
+        jobs = list(todo.values())
+        workers = max(1, min(8, int(getattr(self.sandbox, "workers", 1) or 1) * 2, len(jobs)))
+        if workers == 1:
+            done = [self.env.step(p, par, texts) for p, par, texts in jobs]
+        else:
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="actions") as pool:
+                done = list(pool.map(lambda job: self.env.step(*job), jobs))
+        states = {key: self._made(st) for key, st in zip(todo, done, strict=True)}
+        ending = [k for k, st in states.items() if st.done and not st.transcript[-1].after_done]
         scores: dict[str, JudgeScores] = {}
         if ending:
-            reqs = [JudgeRequest.from_state(self._problem(self._states[k].task_id), self._states[k], self.max_turns)
+            reqs = [JudgeRequest.from_state(self._problem(states[k].task_id), states[k], self.max_turns)
                     for k in ending]
             for k, s in zip(ending, self.judge.score_many(reqs), strict=True):
                 scores[k] = s
-        for k in need:
-            self._rewards[k] = self._reward(self._states[k], scores.get(k))
-        return [self._rewards[k] for k in keys]
+        rewards = {k: self._reward(st, scores.get(k)) for k, st in states.items()}
+        return [(rewards[k], states[k]) for k in keys]
 
     def _reward(self, st: TrajectoryState, judged: JudgeScores | None) -> ActionReward:
         rec = st.transcript[-1]
@@ -300,22 +309,18 @@ class ActionsTask(Task):
                                     **judged.as_dict(), "rationale": judged.rationale,
                                     "reward": comps["judge"]})
         total = r_actions + r_format + comps["judge"]
+        actions = tuple("\n".join(f"{o.type} {'ok' if o.ok else 'failed'}" for o in at.outcomes) for at in rec.agents)
         return ActionReward(total, comps, comps["success"] == 1.0, passed, len(st.checks), st.done, st.task_id,
-                            st.key, st.turn, judged, tuple(notes))
+                            st.key, st.turn, judged, tuple(notes), actions)
 
     # -- next turn -----------------------------------------------------------------------------------------
 
-    def build_next_messages(self, contexts: list[Any]) -> list[list[list[dict[str, str]]]]:
-        """Next-turn chats of the joint actions that continue, from their states (the trainer's hook)."""
-        out = []
-        for ctx in contexts:
-            task_id = getattr(ctx.reward, "task_id", None)
-            if task_id is None:
-                task_id = next(p.task_id for p in self._problems.values() if p.prompt == ctx.problem)
-            problem = self._problem(task_id)
-            history = tuple(tuple(turn) for turn in zip(*ctx.history, strict=True))
-            out.append(self.messages_for(problem, self.state(problem, history)))
-        return out
+    def transition(self, configured: Transition) -> Transition:
+        return self  # the environment's observations, not the feedback modes, make the next turn
+
+    def next_messages(self, task: Task, paths: Sequence[Continuation]) -> list[list[Messages]]:
+        """Next-turn chats of the joint actions that continue, from the states they left."""
+        return [self.messages_for(c.problem, c.state) for c in paths]
 
     def metrics(self) -> dict[str, float]:
         return self.judge.metrics()

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from comlrl.config import ConfigError, DatasetConfig, ToolAgentConfig, load_config
+from comlrl.rollout import TreeShape
 from comlrl.tasks import build_task
 from comlrl.tasks.base import Problem
 from comlrl.tasks.tool_agent import ToolAgentTask
-from feedback.context import FeedbackContext
+from comlrl.trainer import Rollout
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPT = 'def add(a: int, b: int) -> int:\n    """Return the sum of a and b.\n    >>> add(2, 3)\n    5\n    """\n'
@@ -82,19 +84,33 @@ def test_score_runs_the_round_against_all_tests(task: ToolAgentTask) -> None:
         task.score([(ADD, [BUGGY, FIXED])])
 
 
-def test_next_messages_replay_the_path_with_real_tool_responses(task: ToolAgentTask) -> None:
-    first = task.initial_messages(ADD)
-    history = [BUGGY + "\n<tool_response>{\"stdout\": \"5\"}</tool_response>", FIXED]
-    reward = task.score([(ADD, [history[-1]])])[0]
-    ctx = FeedbackContext(problem=ADD.prompt, role_names=["coder"], role_instructions=[task.role_instructions(0)],
-                          initial_messages=first, history=[history], reward=reward, entry_point="add")
-    (msgs,) = task.build_next_messages([ctx])[0:1]
-    (chat,) = msgs
+class ScriptedEngine:
+    """Answers round k of every chat with `texts[k]` (k = assistant messages already in the chat)."""
+
+    def __init__(self, texts: list[str]) -> None:
+        self.texts = texts
+
+    def generate(self, requests, n, greedy=False):
+        return [[SimpleNamespace(text=self.texts[sum(m["role"] == "assistant" for m in msgs)], completion_ids=(1,))]
+                * n for _, msgs in requests]
+
+
+def test_next_messages_continue_the_path_with_real_tool_responses(task: ToolAgentTask) -> None:
+    texts = [BUGGY + "\n<tool_response>{\"stdout\": \"5\"}</tool_response>", FIXED, FINAL]
+    engine = ScriptedEngine(texts)
+    comp = SimpleNamespace(task=task, engine=engine, feedback=None)  # the task brings its own transition
+    (root,) = Rollout(comp, [ADD]).run(TreeShape(1, 1, 3, "align", None), tag="")  # type: ignore[arg-type]
+    (chat,) = root.children[0].children[0].messages
     assert [m["role"] for m in chat] == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert chat[:2] == task.initial_messages(ADD)[0]
     assert chat[2]["content"] == BUGGY  # the made-up response is stripped
     assert chat[3]["content"].startswith('<tool_response>{"stdout": "-1\\n"') and "0/2 tests pass" in chat[3]["content"]
     assert chat[4]["content"] == FIXED and '"tests_passed": "2/2"' in chat[5]["content"]
     assert "final answer" in chat[5]["content"]
+    rewards = [root.details[0], root.children[0].details[0], root.children[0].children[0].details[0]]
+    assert [r.total for r in rewards] == [r.total for r in task.score([(ADD, [t]) for t in texts])]
+    assert rewards[2].all_passed and not rewards[0].all_passed
+    assert rewards[1].scored == ("def add(a, b):\n    return a + b",)
 
 
 def test_edge_tests_from_dataset_records_and_file(tmp_path: Path, sb) -> None:

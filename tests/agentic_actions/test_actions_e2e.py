@@ -85,9 +85,13 @@ def _check_run(out: Path, tokenizer_name: str, expect_success: bool) -> None:
 def test_trainer_on_action_tasks_tiny(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, turns: int) -> None:
     from comlrl.config import load_config
     from comlrl.policy import AgentPolicies
+    from comlrl.tasks.actions import ActionsTask
     from comlrl.trainer import run
 
     monkeypatch.setattr(AgentPolicies, "generate", _scripted(AgentPolicies.generate))
+    closed: list[Path] = []  # the environment roots of the tasks the run closed
+    close = ActionsTask.close
+    monkeypatch.setattr(ActionsTask, "close", lambda self: (close(self), closed.append(self.env.root)))
     out = tmp_path / "run"
     cfg = load_config("configs/actions_T4_G2.yaml", [
         "model.name=tiny-random", "model.max_new_tokens=8", f"magrpo.num_turns={turns}", f"magrpo.joint_mode={mode}",
@@ -96,6 +100,7 @@ def test_trainer_on_action_tasks_tiny(tmp_path: Path, monkeypatch: pytest.Monkey
         "training.eval_size=1", "logging.tensorboard=false", "logging.progress_bar=false", "sandbox.workers=2",
     ])
     assert run(cfg) == 0
+    assert len(closed) == 1 and not closed[0].exists()  # the run closed its task: API server and workspaces gone
     _check_run(out, "tiny-random", expect_success=True)
     evals = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert evals[-1]["eval/pass_at_1"] == 1.0  # greedy eval follows the scripted reference answers

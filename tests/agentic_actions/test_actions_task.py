@@ -49,14 +49,19 @@ def test_states_of_one_rollout_are_dropped_when_the_next_starts(sandbox, tmp_pat
     probs = problems("improve-fib")
     task = ActionsTask(sandbox, SimpleNamespace(max_turns=3), root=str(tmp_path / "ws"))
     first = rollout(task, probs, "align")[0]
-    dirs = {st.dir for st in task._states.values()}
+    dirs = tree_dirs(first)
     assert len(dirs) > 1 and all(d.exists() for d in dirs)
     again = rollout(task, probs, "align")[0]
-    assert len(task._states) == len(dirs)  # the same tree again: as many states, not twice as many
-    assert not any(d.exists() for d in dirs - {st.dir for st in task._states.values()})
+    assert not any(d.exists() for d in dirs)  # the first rollout's workspaces are gone
+    assert len(tree_dirs(again)) == len(dirs) and all(d.exists() for d in tree_dirs(again))
     assert again.rewards == first.rewards
     task.close()
-    assert not any(st.dir.exists() for st in task._states.values()) and not task._states
+    assert not any(d.exists() for d in tree_dirs(again))
+
+
+def tree_dirs(root) -> set[Path]:
+    """The workspace directories of every state a tree's nodes hold (the states their turns act on and leave)."""
+    return {st.dir for node in root.walk() for st in (node.state, *node.next_states)}
 
 
 def test_next_prompts_continue_the_chat_with_observations(sandbox, tmp_path: Path) -> None:

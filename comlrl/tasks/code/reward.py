@@ -68,6 +68,11 @@ class CodeReward:
         """Every test passed (and there was at least one)."""
         return self.tests_total > 0 and self.tests_passed == self.tests_total
 
+    @property
+    def scored(self) -> tuple[str, ...]:
+        """The code each agent contributed, as scored (the `Reward` contract's name for `codes`)."""
+        return self.codes
+
 
 @dataclass(frozen=True)
 class ScoreRequest:

@@ -1,0 +1,163 @@
+"""The three contracts the trainer drives, in one place: `Task`, `Transition` and `Reward`.
+
+A `Task` holds the data, the agents' roles, their first prompts and the scoring; a `Transition` turns a
+joint action that continues into the next turn's messages (the feedback modes are one, the tool agent's
+tool responses and the actions environment's observations are others); a `Reward` is what scoring one
+joint action returns, whatever the task. Per-path environment state lives on the tree node
+(`comlrl.tree.Node.state`), so no task rebuilds it from text. The trainer calls only what is declared
+here; every optional hook has a default in `Task`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from comlrl.tree import Node
+
+Messages = list[dict[str, str]]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One function-writing problem in HumanEval format.
+
+    `prompt` holds imports, the signature and a docstring; `test` defines `check(candidate)`;
+    `canonical_solution` (a body, HumanEval style) is optional and only used to validate data sets.
+    """
+
+    task_id: str
+    prompt: str
+    entry_point: str
+    test: str
+    canonical_solution: str | None = None
+
+
+@runtime_checkable
+class Reward(Protocol):
+    """What scoring one joint action returns, for every task: the trainer reads only these members."""
+
+    total: float  # the scalar the tree backs up
+    components: dict[str, float]  # the breakdown trees.jsonl keeps per joint action
+    notes: tuple[str, ...]  # short remarks for people reading the trees (why a level failed, the judge)
+
+    @property
+    def all_passed(self) -> bool:
+        """The joint action solved the problem (every test / success check passed): the pass rate."""
+
+    @property
+    def scored(self) -> tuple[str, ...]:
+        """Per agent, what the reward judged: the code it ran, or the actions it executed."""
+
+
+@dataclass(frozen=True)
+class JointTurn:
+    """One joint action to score: each agent's completion of this turn and the state it acts on."""
+
+    problem: Any  # the task's problem record (a `Problem` or the task's own)
+    texts: tuple[str, ...]  # one completion per agent
+    state: Any = None  # `Node.state` of the node it was sampled at (None: the task keeps no environment)
+
+
+@dataclass(frozen=True)
+class Continuation:
+    """A joint action whose path goes on: `node.joint[action]`, reached along `history`."""
+
+    problem: Any
+    node: Node
+    action: int
+    history: list[list[str]]  # per agent, its responses root → this joint action (the last is this one)
+
+    @property
+    def reward(self) -> Any:
+        """The `Reward` this joint action got."""
+        return self.node.details[self.action]
+
+    @property
+    def state(self) -> Any:
+        """The environment state this joint action left (None: the task keeps none)."""
+        return self.node.next_states[self.action] if self.node.next_states else None
+
+
+@runtime_checkable
+class Transition(Protocol):
+    """Builds the next turn's per-agent chat messages of the joint actions that continue."""
+
+    def next_messages(self, task: Task, paths: Sequence[Continuation]) -> list[list[Messages]]:
+        """One list of per-agent messages per continuation, in order."""
+
+
+class Task(ABC):
+    """Dataset + roles + prompts + scoring for `num_agents` collaborating agents."""
+
+    num_agents: int
+    role_names: list[str]
+    reward_range: tuple[float, float]
+    stop_strings: tuple[str, ...] = ()  # generation of a row ends after one of these (e.g. a closing fence)
+    head_messages: int | None = None  # leading messages a history cut keeps (None: system + first user)
+    outcome_names: tuple[str, ...] = ()  # the keys of `outcome_counts`
+
+    @classmethod
+    def from_config(cls, task_cfg: Any, sandbox: Any) -> Task:
+        """The task for the `task` config section, scoring through `sandbox` (how `build_task` makes
+        every registered task; override to read options such as `task.<name>.*`)."""
+        return cls(sandbox)  # type: ignore[call-arg]
+
+    @abstractmethod
+    def load(self, dataset_cfg: Any) -> tuple[list[Any], list[Any]]:
+        """Train and eval problems for a dataset config (name, path, eval_size, max_problems, seed)."""
+
+    @abstractmethod
+    def initial_messages(self, problem: Any) -> list[Messages]:
+        """First-turn chat messages, one list per agent."""
+
+    @abstractmethod
+    def role_instructions(self, agent: int) -> str:
+        """What agent `agent` must write; reused by the feedback prompts of later turns."""
+
+    @abstractmethod
+    def score(self, items: list[tuple[Any, list[str]]]) -> list[Reward]:
+        """One `Reward` per (problem, completions per agent) item of a first turn, in order."""
+
+    def revise_instructions(self, agent: int) -> str:
+        """The role text of the prompts after turn 1, where an agent also sees its teammates' code."""
+        return self.role_instructions(agent)
+
+    def answer_prefix(self, agent: int, problem: Any) -> str:
+        """How agent `agent`'s answer must start in every turn ("" = free). The model continues it, so
+        small models cannot miss the format the reward checks (the function name, the code fence)."""
+        return ""
+
+    def begin_rollout(self) -> None:
+        """A new batch of trees starts: release what the previous one held (environment states)."""
+        return None
+
+    def initial_state(self, problem: Any) -> Any:
+        """The environment a tree's first turn acts on (`Node.state` of its root); None: no environment."""
+        return None
+
+    def score_turns(self, turns: Sequence[JointTurn]) -> list[tuple[Reward, Any]]:
+        """(reward, state it leaves) per joint action. Tasks without an environment score the texts alone
+        and leave the state as it was."""
+        rewards = self.score([(t.problem, list(t.texts)) for t in turns])
+        return [(r, t.state) for r, t in zip(rewards, turns, strict=True)]
+
+    def transition(self, configured: Transition) -> Transition:
+        """How this task's next turns are built: the configured feedback mode, unless the task brings its
+        own environment (tool responses, observations)."""
+        return configured
+
+    def outcome_counts(self, reward: Any) -> dict[str, float]:
+        """0/1 facts about one scored joint action, keyed by `outcome_names`, that the trainer averages
+        per turn and logs as rates (`<name>`, `turn_<t>/<name>`, `eval/...`): e.g. helper calls."""
+        return {}
+
+    def metrics(self) -> dict[str, float]:
+        """Counters since the last call (e.g. judge calls and fallbacks), logged per step as `task/<name>`."""
+        return {}
+
+    def close(self) -> None:
+        """The run is over: release what the task holds (servers, workspaces, clients)."""
+        return None

@@ -1,0 +1,162 @@
+"""The contracts of comlrl/contracts.py: every shipped task, reward and transition satisfies its own, the
+environment state of a path lives on the tree's nodes, and the trainer calls only declared members."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from comlrl.config import load_config
+from comlrl.contracts import Reward, Task, Transition
+from comlrl.feedback_bridge import FeedbackBridge
+from comlrl.rollout import TreeShape
+from comlrl.tasks import TASKS, build_task
+from comlrl.tasks.actions import ActionsTask, bundled_tasks_path
+from comlrl.tasks.datasets import load_easy
+from comlrl.trainer import Rollout
+
+ROOT = Path(__file__).resolve().parents[1]
+ADD = next(p for p in load_easy() if p.entry_point == "add")
+RIGHT = "```python\ndef add(a, b):\n    return a + b\n```"
+DONE = 'All done.\n```json\n{"action": "complete_task", "parameters": {"summary": "The request is met."}}\n```'
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator:
+    from sandbox.executor import Sandbox
+
+    with Sandbox(workers=2, timeout_s=5.0) as box:
+        yield box
+
+
+def test_the_trainer_calls_declared_members_only() -> None:
+    """It probed `score_paths`, `build_next_messages`, `metrics` and `all_passed` with getattr."""
+    source = (ROOT / "comlrl" / "trainer.py").read_text()
+    assert "getattr(" not in source and "hasattr(" not in source
+
+
+def test_every_shipped_task_is_a_task_with_a_transition(sandbox) -> None:
+    bridge = FeedbackBridge(load_config(None, ["external.mode=plain"]))
+    assert isinstance(bridge, Transition)
+    for name in TASKS:
+        task = build_task(name, sandbox)
+        try:
+            assert isinstance(task, Task), name
+            own = task.transition(bridge)
+            assert isinstance(own, Transition), name
+            # code tasks use the configured feedback mode; environment tasks bring their own next turns
+            assert (own is bridge) == name.startswith("code_"), name
+            assert all(isinstance(v, int | float) for v in task.metrics().values()), name
+        finally:
+            task.close()
+
+
+def _check_reward(reward: object, num_agents: int) -> None:
+    assert isinstance(reward, Reward)
+    assert isinstance(reward.total, float) and isinstance(reward.all_passed, bool)
+    assert all(isinstance(v, float) for v in reward.components.values())
+    assert isinstance(reward.notes, tuple)
+    assert len(reward.scored) == num_agents and all(isinstance(s, str) for s in reward.scored)
+
+
+def test_code_rewards_satisfy_the_reward_contract(sandbox) -> None:
+    single = build_task("code_single", sandbox).score([(ADD, [RIGHT]), (ADD, ["no code"])])
+    for r in single:
+        _check_reward(r, 1)
+    assert single[0].all_passed and single[0].scored == ("def add(a, b):\n    return a + b\n",)
+    assert not single[1].all_passed
+    (collab,) = build_task("code_collab", sandbox).score([(ADD, ["```python\ndef aux(a, b):\n    return a + b\n```",
+                                                                 "```python\ndef add(a, b):\n    return aux(a, b)\n```"])])
+    _check_reward(collab, 2)
+    assert collab.all_passed and "return aux(a, b)" in collab.scored[1]
+
+
+def test_tool_agent_rewards_satisfy_the_reward_contract(sandbox) -> None:
+    call = "<tool_call>" + json.dumps({"name": "python", "arguments": {"code": "def add(a, b):\n    return a + b"}})
+    ran, idle = build_task("tool_agent", sandbox).score([(ADD, [call + "</tool_call>"]), (ADD, ["no idea"])])
+    _check_reward(ran, 1)
+    _check_reward(idle, 1)
+    assert ran.all_passed and ran.scored == ("def add(a, b):\n    return a + b",) and idle.scored == ("",)
+
+
+def test_action_rewards_satisfy_the_reward_contract(sandbox, tmp_path: Path) -> None:
+    task = ActionsTask(sandbox, SimpleNamespace(max_turns=3), root=str(tmp_path / "ws"))
+    problem = json.loads(bundled_tasks_path().read_text().splitlines()[0])["task_id"]
+    (prob,) = [p for p in task.load(SimpleNamespace(eval_size=0, seed=0))[0] if p.task_id == problem]
+    (reward,) = task.score([(prob, [DONE, "nothing"])])
+    task.close()
+    _check_reward(reward, 2)
+    assert reward.scored == ("complete_task ok", "") and reward.done
+
+
+@dataclass(frozen=True)
+class Tally:
+    """A reward record of the toy environment below."""
+
+    total: float
+    components: dict[str, float] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    scored: tuple[str, ...] = ()
+    all_passed: bool = False
+
+
+class Journal(Task):
+    """A toy environment task: the state is the texts of the path so far, the reward its length."""
+
+    num_agents = 1
+    role_names = ["writer"]
+    reward_range = (0.0, 10.0)
+
+    def __init__(self) -> None:
+        self.acted_on: list[tuple[str, ...]] = []
+
+    def load(self, dataset_cfg):  # noqa: ANN001, ANN201
+        return [], []
+
+    def initial_messages(self, problem):  # noqa: ANN001, ANN201
+        return [[{"role": "user", "content": problem}]]
+
+    def role_instructions(self, agent: int) -> str:
+        return "write"
+
+    def score(self, items):  # noqa: ANN001, ANN201
+        raise AssertionError("the trainer scores through score_turns")
+
+    def initial_state(self, problem):  # noqa: ANN001, ANN201
+        return ()
+
+    def score_turns(self, turns):  # noqa: ANN001, ANN201
+        self.acted_on.extend(t.state for t in turns)
+        return [(Tally(float(len(t.state) + 1)), (*t.state, t.texts[0])) for t in turns]
+
+    def transition(self, configured: Transition) -> Transition:
+        return self
+
+    def next_messages(self, task, paths):  # noqa: ANN001, ANN201
+        return [[[{"role": "user", "content": " | ".join(c.state)}]] for c in paths]
+
+
+class Numbered:
+    """Sample k of every request is the text `g<k>`."""
+
+    def generate(self, requests, n, greedy=False):  # noqa: ANN001, ANN201
+        return [[SimpleNamespace(text=f"g{k}", completion_ids=(1,)) for k in range(n)] for _ in requests]
+
+
+def test_each_turn_acts_on_the_state_its_parent_joint_action_left() -> None:
+    task = Journal()
+    comp = SimpleNamespace(task=task, engine=Numbered(), feedback=None)
+    (root,) = Rollout(comp, ["p"]).run(TreeShape(1, 2, 3, "align", None), tag="")  # type: ignore[arg-type]
+    assert root.state == () and root.next_states == [("g0",), ("g1",)]
+    child = root.children[1]
+    assert child.state == ("g1",) and child.messages == [[{"role": "user", "content": "g1"}]]
+    leaf = child.children[0]
+    assert leaf.state == ("g1", "g0") and leaf.next_states == [("g1", "g0", "g0"), ("g1", "g0", "g1")]
+    assert root.rewards == [1.0, 1.0] and child.rewards == [2.0, 2.0] and leaf.rewards == [3.0, 3.0]
+    assert task.acted_on == [(), ()] + [(f"g{i}",) for i in (0, 0, 1, 1)] + [
+        (f"g{i}", f"g{j}") for i in (0, 1) for j in (0, 1) for _ in (0, 1)]
