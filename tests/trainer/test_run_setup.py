@@ -98,8 +98,8 @@ def test_wandb_offline_run_writes_its_files(tmp_path, tiny_model):
         assert needle in data, needle  # the project, the flat config and the logged metrics
     assert list((run / "tensorboard").glob("events.*"))  # the other outputs are all still there
     assert [r["step"] for r in metrics(run)] == [0, 1]
-    assert res.stdout.strip().splitlines()[-1].endswith(
-        "(metrics.jsonl, trees.jsonl, tensorboard, wandb, checkpoints, final)")
+    [done] = [line for line in res.stdout.splitlines() if line.startswith("done: ")]  # the report follows it
+    assert done.endswith("(metrics.jsonl, trees.jsonl, tensorboard, wandb, checkpoints, final)")
     assert not os.environ.get("WANDB_API_KEY") or os.environ["WANDB_API_KEY"] not in res.stderr
 
 

@@ -16,6 +16,7 @@ TINY = [
     "model.name=tiny-random", "model.max_new_tokens=12", "dataset.eval_size=2", "training.torch_threads=1",
     "logging.progress_bar=false", "external.mode=plain",
     "rollout.engine=hf",  # the reference engine; the vllm engine has its own tests (tests/engines)
+    "training.trees_per_step=1",  # one tree per step: the node and joint-action counts the tests assert
 ]
 
 
