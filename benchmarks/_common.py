@@ -99,3 +99,8 @@ class TieBreakTask:
         out = self._task.score(items)
         return [dataclasses.replace(r, total=r.total + TIE_BREAK * sum(len(t) for t in texts))
                 for r, (_, texts) in zip(out, items, strict=True)]
+
+    def score_turns(self, turns):
+        """What the trainer calls (comlrl.contracts.Task): the wrapped texts-only scoring, tie-broken."""
+        rewards = self.score([(t.problem, list(t.texts)) for t in turns])
+        return [(r, t.state) for r, t in zip(rewards, turns, strict=True)]

@@ -15,7 +15,7 @@ from comlrl.config import load_config
 from comlrl.contracts import Reward, Task, Transition
 from comlrl.feedback_bridge import FeedbackBridge
 from comlrl.rollout import TreeShape
-from comlrl.tasks import TASKS, build_task
+from comlrl.tasks import build_task
 from comlrl.tasks.actions import ActionsTask, bundled_tasks_path
 from comlrl.tasks.datasets import load_easy
 from comlrl.trainer import Rollout
@@ -40,10 +40,13 @@ def test_the_trainer_calls_declared_members_only() -> None:
     assert "getattr(" not in source and "hasattr(" not in source
 
 
+SHIPPED = ("code_collab", "code_single", "tool_agent", "actions")
+
+
 def test_every_shipped_task_is_a_task_with_a_transition(sandbox) -> None:
     bridge = FeedbackBridge(load_config(None, ["external.mode=plain"]))
     assert isinstance(bridge, Transition)
-    for name in TASKS:
+    for name in SHIPPED:  # not TASKS: other tests register plugin tasks into it in this process
         task = build_task(name, sandbox)
         try:
             assert isinstance(task, Task), name
