@@ -113,7 +113,8 @@ def main() -> None:
         max_steps=steps, shuffle_dataset=False, seed=0, report_to="none", logging_steps=10_000,
         save_strategy="no", disable_tqdm=True, dataloader_num_workers=0, log_completions=False,
         remove_unused_columns=False,
-        **({"use_vllm": True, "vllm_mode": "colocate"} if args.trl_vllm else {}),
+        **({"use_vllm": True, "vllm_mode": "colocate", "generation_kwargs": {"ignore_eos": True}}
+           if args.trl_vllm else {}),
     )
     peft_cfg = LoraConfig(r=lc.r, lora_alpha=lc.alpha, lora_dropout=lc.dropout, target_modules=list(lc.target_modules),
                           task_type="CAUSAL_LM")
@@ -178,8 +179,9 @@ def main() -> None:
                           processing_class=tok, peft_config=peft_cfg, callbacks=[Alternate()])
     # same completion length: EOS disabled in TRL too
     trainer.eos_token_ids = [never]
-    trainer.generation_config.eos_token_id = [never]
-    trainer.generation_kwargs["eos_token_id"] = [never]
+    if not args.trl_vllm:  # TRL's vLLM path takes ignore_eos from GRPOConfig.generation_kwargs (above)
+        trainer.generation_config.eos_token_id = [never]
+        trainer.generation_kwargs["eos_token_id"] = [never]
     seen_tokens: list[int] = []
     gen_cpu: list[float] = []
     orig_gen = trainer._generate
