@@ -17,26 +17,21 @@ HELPER_INSTRUCTIONS = (
     "(for example a check or a calculation). Another agent writes the main function and can call `aux`. "
     "Write only `aux`, not the main function."
 )
-MAIN_INSTRUCTIONS = (
-    "You are the main agent. Write the complete function from the problem, with the same name and "
-    "signature. Another agent writes a helper function `aux` that you can call; do not define `aux` "
-    "yourself."
-)
-
+MAIN_ROLE = ("You are the main agent. Write the complete function from the problem, with the same name and "
+             "signature.")
+MAIN_INSTRUCTIONS = MAIN_ROLE + " Another agent writes a helper function `aux` that you can call; do not define " \
+    "`aux` yourself."
 # From turn 2 the main agent sees the helper's code, so it can be asked to call it: without this the
 # embedded model calls `aux` in 0 of 40 training joint actions and the cooperation reward never pays.
-MAIN_REVISE_INSTRUCTIONS = (
-    "You are the main agent. Write the complete function from the problem, with the same name and "
-    "signature. Your teammate's helper `aux` is shown below: call `aux` where it does part of the work "
-    "and use its result. Do not define `aux` yourself."
-)
-
+MAIN_REVISE_INSTRUCTIONS = MAIN_ROLE + " Your teammate's helper `aux` is shown below: call `aux` where it does " \
+    "part of the work and use its result. Do not define `aux` yourself."
 
 class CodeCollabTask(CodeTask):
     """N=2: helper (`aux`) + main (entry point); the reward credits definitions, tests and helper use."""
 
     num_agents = 2
     role_names = ["helper", "main"]
+    outcome_names = ("helper_called", "helper_used", "passed_with_helper")
 
     def role_instructions(self, agent: int) -> str:
         if agent == 0:
@@ -55,8 +50,6 @@ class CodeCollabTask(CodeTask):
 
     def defined_name(self, agent: int, problem: Problem) -> str:
         return self.helper_name if agent == 0 else problem.entry_point
-
-    outcome_names = ("helper_called", "helper_used", "passed_with_helper")
 
     def outcome_counts(self, reward: Any) -> dict[str, float]:
         """How the team cooperated: the main agent called `aux`, used its result, and the tests passed
