@@ -21,8 +21,6 @@ from llm_server import OllamaServer, ollama_tokens
 from scripted_server import ScriptedModel
 
 from comlrl.agentic.backends import BackendError, OllamaBackend, make_backend, parse_backend
-from comlrl.agentic.environment import CheckResult
-from comlrl.agentic.judge import JudgeOptions, JudgeRequest, LLMJudge, make_judge
 from comlrl.agentic.toolcall import STOP_SEQUENCES
 from comlrl.agentic.traces import main as generate_traces
 from comlrl.config import ExternalConfig
@@ -34,6 +32,8 @@ from comlrl.llm.ollama_client import (
     retry_after_s,
     should_retry,
 )
+from comlrl.tasks.actions.checks import CheckResult
+from comlrl.tasks.actions.judge import JudgeOptions, JudgeRequest, LLMJudge, make_judge
 from comlrl.tasks.datasets import load_problems
 from feedback import FeedbackMetrics, make_expert
 from feedback.experts import ExpertError, parse_spec

@@ -7,9 +7,8 @@ from types import SimpleNamespace
 from act_refs import DONE, REFERENCE, locate
 
 import feedback
-from comlrl.agentic.environment import load_action_tasks
 from comlrl.rollout import TreeShape
-from comlrl.tasks.actions import ActionsTask, bundled_tasks_path
+from comlrl.tasks.actions import ActionsTask, bundled_tasks_path, load_action_tasks
 from comlrl.trainer import Rollout
 
 BAD = "I am not sure what to do here."

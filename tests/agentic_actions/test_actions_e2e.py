@@ -18,10 +18,8 @@ from pathlib import Path
 import pytest
 from act_refs import DONE, REFERENCE, locate
 
-from comlrl.agentic.actions import parse_actions
-from comlrl.agentic.environment import load_action_tasks
 from comlrl.export import load_trees, sft_records, trajectories, write_jsonl
-from comlrl.tasks.actions import bundled_tasks_path
+from comlrl.tasks.actions import bundled_tasks_path, load_action_tasks, parse_actions
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPT_TO_TASK = {p.prompt: p.task_id for p in load_action_tasks(bundled_tasks_path())}
@@ -107,7 +105,7 @@ def test_trainer_on_action_tasks_tiny(tmp_path: Path, monkeypatch: pytest.Monkey
 
 
 # workspaces with files, so the usual first step (reading one) can succeed; turn 1 of every bundled task ends
-# with a format reminder showing such a step on the task's own resources (comlrl/agentic/action_prompts.py)
+# with a format reminder showing such a step on the task's own resources (comlrl/tasks/actions/prompts.py)
 EMBEDDED_TASKS = ("ts-stats-empty", "improve-fib")
 
 

@@ -9,22 +9,25 @@ from pathlib import Path
 import pytest
 from act_refs import REFERENCE, act
 
-from comlrl.agentic.actions import REGISTRY, Observation, Param
-from comlrl.agentic.environment import (
-    PATTERNS,
+from comlrl.tasks.actions import (
+    REGISTRY,
+    ActionsTask,
     Environment,
+    Observation,
+    Param,
     Pattern,
     TaskFileError,
     Workspace,
     WorkspaceError,
+    bundled_tasks_path,
     load_action_tasks,
-    problem_from_record,
     register_check,
     register_pattern,
-    render_turn,
-    run_in_sandbox,
 )
-from comlrl.tasks.actions import ActionsTask, bundled_tasks_path
+from comlrl.tasks.actions.environment import render_turn
+from comlrl.tasks.actions.harness import run_in_sandbox
+from comlrl.tasks.actions.patterns import PATTERNS
+from comlrl.tasks.actions.taskfile import problem_from_record
 
 API_TASK = {
     "task_id": "api", "pattern": "troubleshooting", "goal": "Fix the service.",

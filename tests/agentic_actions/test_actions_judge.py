@@ -12,8 +12,9 @@ import pytest
 from act_refs import REFERENCE
 from llm_server import ScriptedLLMServer
 
-from comlrl.agentic.environment import CheckResult, load_action_tasks
-from comlrl.agentic.judge import (
+from comlrl.config import ConfigError, load_config
+from comlrl.tasks.actions import ActionsTask, CheckResult, bundled_tasks_path, load_action_tasks
+from comlrl.tasks.actions.judge import (
     JUDGES,
     JudgeOptions,
     JudgeRequest,
@@ -25,8 +26,6 @@ from comlrl.agentic.judge import (
     parse_judge_scores,
     register_judge,
 )
-from comlrl.config import ConfigError, load_config
-from comlrl.tasks.actions import ActionsTask, bundled_tasks_path
 from feedback.experts import ExpertError
 
 VALID = json.dumps({"task_completion": 8, "action_quality": 7, "efficiency": 6, "creativity": 5,

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from comlrl.agentic.actions import (
+from comlrl.tasks.actions import (
     REGISTRY,
     Action,
     ActionContext,

@@ -30,9 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from comlrl.agentic.actions import json_objects
-from comlrl.agentic.environment import ActionProblem, CheckResult, TrajectoryState
 from comlrl.llm import FORMS, ChatClient, Counters, LLMError, LLMSettings, cache_dir_setting, make_client
+from comlrl.tasks.actions.checks import CheckResult
+from comlrl.tasks.actions.environment import TrajectoryState
+from comlrl.tasks.actions.parser import json_objects
+from comlrl.tasks.actions.taskfile import ActionProblem
 from feedback.context import cap
 
 SCORE_KEYS = ("task_completion", "action_quality", "efficiency", "creativity")

@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from comlrl.agentic.actions import ActionRegistry
-from comlrl.agentic.environment import ActionProblem
+from comlrl.tasks.actions.registry import ActionRegistry
+from comlrl.tasks.actions.taskfile import ActionProblem
 
 Messages = list[dict[str, str]]
 

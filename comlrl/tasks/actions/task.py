@@ -3,7 +3,7 @@
 N=2 so that align and cross modes differ: agent 0, the **operator**, carries out the request; agent 1, the
 **reviewer**, checks and completes the work (its actions run after the operator's in the same turn). A
 joint action is one answer per agent; its state is the replay of the trajectory's joint actions in a
-scratch workspace of its own (see comlrl/agentic/environment.py).
+scratch workspace of its own (see comlrl/tasks/actions/environment.py).
 
 Reward of a joint action (one turn):
 
@@ -30,18 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from comlrl.agentic import action_prompts as prompts
-from comlrl.agentic.actions import REGISTRY, ActionRegistry
-from comlrl.agentic.environment import (
-    ActionProblem,
-    Environment,
-    TaskFileError,
-    TrajectoryState,
-    load_action_tasks,
-    render_turn,
-    trajectory_key,
-)
-from comlrl.agentic.judge import (
+from comlrl.config import ActionsTaskConfig, ConfigError
+from comlrl.contracts import Continuation, JointTurn, Messages, Transition
+from comlrl.tasks.actions import prompts
+from comlrl.tasks.actions.environment import Environment, TrajectoryState, render_turn, trajectory_key
+from comlrl.tasks.actions.judge import (
     JUDGE_SYSTEM,
     SCORE_KEYS,
     Judge,
@@ -51,8 +44,8 @@ from comlrl.agentic.judge import (
     load_judge_prompt,
     make_judge,
 )
-from comlrl.config import ActionsTaskConfig, ConfigError
-from comlrl.contracts import Continuation, JointTurn, Messages, Transition
+from comlrl.tasks.actions.registry import REGISTRY, ActionRegistry
+from comlrl.tasks.actions.taskfile import ActionProblem, TaskFileError, load_action_tasks
 from comlrl.tasks.base import Task
 from comlrl.tasks.datasets import DatasetError, split_problems
 
@@ -72,7 +65,7 @@ REVIEWER_INSTRUCTIONS = (
 
 def bundled_tasks_path() -> Path:
     """comlrl/data/action_tasks.jsonl, shipped with the package."""
-    return Path(__file__).resolve().parent.parent / "data" / "action_tasks.jsonl"
+    return Path(__file__).resolve().parents[2] / "data" / "action_tasks.jsonl"
 
 
 @dataclass(frozen=True)
@@ -189,7 +182,7 @@ class ActionsTask(Task):
         return prompts.system_prompt(self.role_instructions(agent), problem, self.registry, self.max_actions)
 
     def initial_messages(self, problem: ActionProblem) -> list[list[dict[str, str]]]:
-        """Per agent: system prompt, a demonstration exchange, turn 1 (see comlrl/agentic/action_prompts.py)."""
+        """Per agent: system prompt, a demonstration exchange, turn 1 (see comlrl/tasks/actions/prompts.py)."""
         self._problems.setdefault(problem.task_id, problem)
         return [prompts.initial_messages(self.system_prompt(a, problem), problem) for a in range(self.num_agents)]
 
