@@ -18,11 +18,11 @@ from comlrl.llm.client import ChatClient, FunctionClient, Messages, Sampler
 from comlrl.llm.completion import ChatResult, Completion, Sampling
 from comlrl.llm.counters import Counters, CounterSink
 from comlrl.llm.errors import LLMError, RequestFailed, RetryableError
-from comlrl.llm.factory import make_client
+from comlrl.llm.factory import make_client, provider_names
 from comlrl.llm.json_reply import edits_schema, parse_edits
 from comlrl.llm.prices import PRICES, price_for
 from comlrl.llm.settings import LLMSettings, cache_dir_setting
-from comlrl.llm.spec import FORMS, KEY_ENV, PROVIDERS, ModelSpec, parse_spec
+from comlrl.llm.spec import FORMS, KEY_ENV, PROVIDERS, ModelSpec, parse_spec, spec_forms
 
 __all__ = [
     "FORMS",
@@ -50,4 +50,6 @@ __all__ = [
     "parse_edits",
     "parse_spec",
     "price_for",
+    "provider_names",
+    "spec_forms",
 ]

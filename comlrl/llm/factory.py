@@ -16,6 +16,11 @@ BILLED = frozenset({"deepseek", "openai", "anthropic"})  # list prices apply; ot
 REGISTERED: dict[str, Callable[..., ChatClient]] = {}
 
 
+def provider_names() -> tuple[str, ...]:
+    """Every provider a spec may name: the built-ins, then those registered by user modules."""
+    return (*PROVIDERS, *REGISTERED)
+
+
 def make_client(
     spec: str,
     settings: LLMSettings | None = None,
@@ -31,7 +36,7 @@ def make_client(
     `resolve_local` maps a `local:` alias to a model directory; `base_url` overrides the provider's endpoint
     (tests, proxies). `settings.price_per_mtok` None means the list price of billed providers.
     """
-    parsed = parse_spec(str(spec), key=key, providers=(*PROVIDERS, *REGISTERED))
+    parsed = parse_spec(str(spec), key=key, providers=provider_names())
     if parsed.provider in REGISTERED:  # `<name>:<model>`: the factory reads its own endpoint and key
         return REGISTERED[parsed.provider](parsed.model, settings or LLMSettings(), metrics=metrics)
     secret = api_key(parsed, key=key, raw=str(spec))

@@ -61,14 +61,18 @@ def parse_spec(spec: str, *, key: str, providers: tuple[str, ...] = PROVIDERS) -
     provider, sep, rest = (spec or "").partition(":")
     provider, rest = provider.strip().lower(), rest.strip()
     if not sep or provider not in providers or not rest:
-        forms = ", ".join(FORMS.get(p, f"{p}:<model>") for p in providers)  # registered: <name>:<model>
-        raise LLMError(f"{key}={spec!r} is not allowed; expected one of: {forms}")
+        raise LLMError(f"{key}={spec!r} is not allowed; expected one of: {spec_forms(providers)}")
     if provider in NEEDS_URL:
         at = max(rest.rfind("@http://"), rest.rfind("@https://"))
         if at <= 0:
             raise LLMError(f"{key}={spec!r} is not allowed; expected {FORMS[provider]} with an http(s) base URL")
         return ModelSpec(provider, rest[:at], rest[at + 1 :])
     return ModelSpec(provider, rest)
+
+
+def spec_forms(providers: tuple[str, ...] = PROVIDERS) -> str:
+    """How each provider is written, comma-separated, for errors; a registered one is `<name>:<model>`."""
+    return ", ".join(FORMS.get(p, f"{p}:<model>") for p in providers)
 
 
 def api_key(spec: ModelSpec, *, key: str, raw: str) -> str:

@@ -13,8 +13,13 @@ from act_refs import REFERENCE
 from llm_server import ScriptedLLMServer
 
 from comlrl.config import ConfigError, load_config
+from comlrl.llm import LLMSettings
+from comlrl.llm.openai_client import OpenAIClient
+from comlrl.registry import PROVIDERS as PROVIDER_TABLE
+from comlrl.registry import register_provider
 from comlrl.tasks.actions import ActionsTask, CheckResult, bundled_tasks_path, load_action_tasks
 from comlrl.tasks.actions.judge import (
+    JUDGE_SYSTEM,
     JUDGES,
     JudgeOptions,
     JudgeRequest,
@@ -254,6 +259,38 @@ def test_judge_prompt_from_a_file_replaces_the_rubric(sandbox, tmp_path: Path) -
     assert messages[0] == {"role": "system", "content": rubric}  # the file, not JUDGE_SYSTEM
     assert messages[1]["content"].startswith(f"Task ({prob.pattern}): ")  # the case is unchanged
     assert done.judge is not None and done.judge.source == "openai-compatible:judge-m"
+
+
+def test_a_registered_provider_judges(sandbox, tmp_path: Path) -> None:
+    """`task.actions.judge=<name>:<model>` for a provider a plugin registered with `register_provider` (the judge
+    refused every provider but the built-in ones); its client here is the official openai SDK on loopback."""
+    prob = next(p for p in load_action_tasks(bundled_tasks_path()) if p.task_id == "setup-api-app")
+    turns = REFERENCE[prob.task_id]
+    made: list[tuple[str, LLMSettings]] = []
+    with ScriptedLLMServer(reply=VALID) as server:
+        def acme(model: str, settings: LLMSettings, *, metrics=None) -> OpenAIClient:
+            made.append((model, settings))
+            return OpenAIClient(model, settings, api_key=None, base_url=server.base_v1, provider="acme",
+                                metrics=metrics)
+
+        register_provider("acme", acme)
+        try:
+            cfg = load_config(None, ["task.name=actions", "magrpo.num_agents=2", "task.actions.judge=acme:judge-m",
+                                     "task.actions.judge_max_tokens=123", "task.actions.judge_cache_dir=off"])
+            task = ActionsTask(sandbox, cfg.task.actions, root=str(tmp_path / "ws"))
+            done = task.score_paths([(prob, list(turns[1]), (tuple(turns[0]),))])[0]
+            task.close()
+            with pytest.raises(ExpertError, match=r"'nope:m' is not allowed; expected rule, .*local:<path or alias>, "
+                                                  r"acme:<model> or a registered judge"):
+                make_judge("nope:m")  # the error lists the registered provider
+        finally:
+            PROVIDER_TABLE.table.pop("acme", None)
+        (req,) = server.requests
+    [(model, settings)] = made
+    assert model == "judge-m" and settings.max_tokens == 123 and settings.cache_dir is None  # the judge's settings
+    assert req["body"]["model"] == "judge-m" and req["body"]["messages"][0]["content"] == JUDGE_SYSTEM
+    assert done.judge is not None and done.judge.source == "acme:judge-m" and done.judge.task_completion == 8
+    assert done.components["judge/llm"] == 1.0 and done.components["judge/task_completion"] == 8.0
 
 
 @pytest.mark.parametrize("content,message", [

@@ -13,6 +13,7 @@ Both score a finished trajectory on four criteria, 0-10 each:
     openai:<model> | anthropic:<model> | deepseek:<model>
     openai-compatible:<model>@<base_url> | ollama:<model>@<base_url>
     local:<path or alias>                   an LLMJudge on that chat client
+    <provider>:<model>                      the same on a provider registered with `comlrl.registry.register_provider`
     <name>[:<arg>]                          a judge registered with `register_judge`
 
 An LLM judge answers with a JSON object; a reply that is not one, a score outside 0-10, a timeout or an
@@ -30,7 +31,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from comlrl.llm import FORMS, ChatClient, Counters, LLMError, LLMSettings, cache_dir_setting, make_client
+from comlrl.llm import (
+    ChatClient,
+    Counters,
+    LLMError,
+    LLMSettings,
+    cache_dir_setting,
+    make_client,
+    provider_names,
+    spec_forms,
+)
 from comlrl.tasks.actions.checks import CheckResult
 from comlrl.tasks.actions.environment import TrajectoryState
 from comlrl.tasks.actions.parser import json_objects
@@ -282,8 +292,9 @@ def make_judge(
     name, _, arg = spec.partition(":")
     if name in JUDGES:
         return JUDGES[name](arg, vars(o))
-    if name.lower() not in FORMS:
-        raise LLMError(f"task.actions.judge={spec!r} is not allowed; expected rule, {', '.join(FORMS.values())} "
+    providers = provider_names()  # the built-in ones and those registered with comlrl.registry.register_provider
+    if name.lower() not in providers:
+        raise LLMError(f"task.actions.judge={spec!r} is not allowed; expected rule, {spec_forms(providers)} "
                        f"or a registered judge ({', '.join(JUDGES) or 'none registered'})")
     settings = LLMSettings(timeout_s=o.timeout_s, max_retries=o.max_retries, concurrency=o.concurrency,
                            max_tokens=o.max_tokens, cache_dir=cache_dir_setting(o.cache_dir, DEFAULT_CACHE_DIR),
