@@ -10,7 +10,6 @@ EXEMPT = {"sandbox/_worker.py"}  # the sandbox worker is stdlib-only and runs as
 # Today's offenders (lines when listed), being split; an entry must go once its module is back under MAX_LINES.
 ALLOWED = {
     "comlrl/agentic/environment.py": 978,  # workspace, HTTP server, harness, checks, patterns, task-file parser
-    "comlrl/agentic/toolcall.py": 800,  # tool-call parsing and repair
     "comlrl/trainer.py": 579,  # Rollout + training step + evaluation + build/run
     "comlrl/policy.py": 544,  # loading, prompting, generation and log-probs in one class
 }

@@ -1,43 +1,10 @@
-"""Code agents that reason, call a Python tool, read the real result and fix their code in one trace.
+"""Structured JSON actions in a multi-turn workspace, judged at the end (task.name=actions, docs/agentic-tasks.md).
 
-`toolcall` finds and parses the `<tool_call>` blocks models write (repairing the JSON they really emit);
-`doctest_tests` turns a prompt's `>>>` examples into tests for the reward; `env` builds a problem's full
-test suite and runs the agent's code in the sandbox; `turns` analyses, answers and scores one tool round;
-`prompts` holds the chat messages; `backends` generates with the local model or an OpenAI-compatible
-server; `episode` runs multi-round episodes and `traces` is the trace-generator CLI (docs/tool-agent.md).
-Those modules import `comlrl.tasks`, so they are imported by name, not re-exported here.
+The tool agent lives in `comlrl.tasks.tool_agent`; this package goes once the actions half moves to
+`comlrl.tasks.actions`.
 """
 
-from comlrl.agentic.doctest_tests import check_function, extract_doctest_tests, extract_doctests
-from comlrl.agentic.toolcall import (
-    STOP_SEQUENCES,
-    ToolCall,
-    ToolCallError,
-    ToolCallSpan,
-    close_unfinished_call,
-    find_tool_calls,
-    format_tool_response,
-    parse_tool_call,
-    strip_fake_responses,
-)
-
-__all__ = [
-    "STOP_SEQUENCES",
-    "ToolCall",
-    "ToolCallError",
-    "ToolCallSpan",
-    "check_function",
-    "close_unfinished_call",
-    "extract_doctest_tests",
-    "extract_doctests",
-    "find_tool_calls",
-    "format_tool_response",
-    "parse_tool_call",
-    "strip_fake_responses",
-]
-
-# Structured JSON actions in a multi-turn workspace, judged at the end (task.name=actions, docs/agentic-tasks.md)
-from comlrl.agentic.actions import (  # noqa: E402
+from comlrl.agentic.actions import (
     REGISTRY,
     Action,
     ActionContext,
@@ -50,7 +17,7 @@ from comlrl.agentic.actions import (  # noqa: E402
     parse_actions,
     register_action,
 )
-from comlrl.agentic.environment import (  # noqa: E402
+from comlrl.agentic.environment import (
     ActionProblem,
     Check,
     Environment,
@@ -62,7 +29,7 @@ from comlrl.agentic.environment import (  # noqa: E402
     register_check,
     register_pattern,
 )
-from comlrl.agentic.judge import (  # noqa: E402
+from comlrl.agentic.judge import (
     JudgeRequest,
     JudgeScores,
     LLMJudge,
@@ -71,7 +38,7 @@ from comlrl.agentic.judge import (  # noqa: E402
     register_judge,
 )
 
-__all__ += [
+__all__ = [
     "REGISTRY",
     "Action",
     "ActionContext",

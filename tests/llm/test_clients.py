@@ -1,7 +1,7 @@
 """`make_client`: which class, endpoint, price and settings each spec gets; secrets; the layer it sits in.
 
 Building an SDK client opens no connection, so these run offline; the requests themselves are tested
-against loopback servers in tests/feedback/test_expert_clients.py and tests/agentic/test_ollama.py.
+against loopback servers in tests/feedback/test_expert_clients.py and tests/tool_agent/test_ollama.py.
 """
 
 from __future__ import annotations

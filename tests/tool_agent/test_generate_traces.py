@@ -1,6 +1,6 @@
 """End-to-end trace generation against a real OpenAI-compatible HTTP server on 127.0.0.1.
 
-The server (tests/agentic/scripted_server.py) runs in this process and serves a scripted reasoning model
+The server (tests/tool_agent/scripted_server.py) runs in this process and serves a scripted reasoning model
 that writes interleaved <think> text and tool calls, including malformed and unreadable calls, fixes
 after the tool reports a bug, a made-up tool response, and final answers. Everything else is real: the
 `openai` SDK over HTTP, the parser, the bubblewrap sandbox, the JSONL writer and the CLI.
@@ -17,9 +17,11 @@ from pathlib import Path
 import pytest
 from scripted_server import ScriptedModel, ScriptedServer
 
-from comlrl.agentic.toolcall import ToolCall, find_tool_calls, parse_tool_call
-from comlrl.agentic.traces import main
+from comlrl.cli.generate_traces import main
 from comlrl.tasks.datasets import load_problems
+from comlrl.tasks.tool_agent.call_blocks import find_tool_calls
+from comlrl.tasks.tool_agent.call_format import ToolCall
+from comlrl.tasks.tool_agent.call_parser import parse_tool_call
 
 ROOT = Path(__file__).resolve().parents[2]
 METRICS = {"rounds", "think_blocks", "tool_calls", "malformed_calls", "repaired_calls", "fake_responses",

@@ -20,11 +20,9 @@ import pytest
 from llm_server import OllamaServer, ollama_tokens
 from scripted_server import ScriptedModel
 
-from comlrl.agentic.backends import BackendError, OllamaBackend, make_backend, parse_backend
 from comlrl.agentic.environment import CheckResult
 from comlrl.agentic.judge import JudgeOptions, JudgeRequest, LLMJudge, make_judge
-from comlrl.agentic.toolcall import STOP_SEQUENCES
-from comlrl.agentic.traces import main as generate_traces
+from comlrl.cli.generate_traces import main as generate_traces
 from comlrl.config import ExternalConfig
 from comlrl.llm.ollama_client import (
     OllamaChat,
@@ -35,6 +33,8 @@ from comlrl.llm.ollama_client import (
     should_retry,
 )
 from comlrl.tasks.datasets import load_problems
+from comlrl.tasks.tool_agent.backends import BackendError, OllamaBackend, make_backend, parse_backend
+from comlrl.tasks.tool_agent.call_format import STOP_SEQUENCES
 from feedback import FeedbackMetrics, make_expert
 from feedback.experts import ExpertError, parse_spec
 

@@ -21,11 +21,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from comlrl.agentic.backends import BackendError, make_backend
-from comlrl.agentic.env import ToolEnvironment, load_edge_tests, record_edge_tests
-from comlrl.agentic.episode import EpisodeSettings, dumps, run_episodes
 from comlrl.console import quiet_console
 from comlrl.tasks.base import Problem
+from comlrl.tasks.tool_agent.backends import BackendError, make_backend
+from comlrl.tasks.tool_agent.environment import ToolEnvironment, load_edge_tests, record_edge_tests
+from comlrl.tasks.tool_agent.episodes import EpisodeSettings, dumps, run_episodes
 
 log = logging.getLogger("generate_traces")
 

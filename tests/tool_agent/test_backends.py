@@ -6,7 +6,7 @@ import pytest
 import torch
 from scripted_server import ScriptedModel, ScriptedServer
 
-from comlrl.agentic.backends import (
+from comlrl.tasks.tool_agent.backends import (
     BackendError,
     ChatResult,
     LocalBackend,
@@ -14,7 +14,7 @@ from comlrl.agentic.backends import (
     make_backend,
     parse_backend,
 )
-from comlrl.agentic.toolcall import STOP_SEQUENCES
+from comlrl.tasks.tool_agent.call_format import STOP_SEQUENCES
 
 SOLUTIONS = {"add": ('def add(a, b):\n    """Sum."""\n', "    return a + b\n"),
              "sub": ('def sub(a, b):\n    """Difference."""\n', "    return a - b\n")}
