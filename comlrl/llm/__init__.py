@@ -1,7 +1,7 @@
 """The one LLM client stack: expert edits, the actions judge, trace backends and measurement use it.
 
     spec.py          `provider:model[@base_url]` -> ModelSpec (the one spec parser), API keys
-    settings.py      LLMSettings: timeouts, retries, concurrency, max tokens, cache, price
+    settings.py      LLMSettings: timeouts, retries, concurrency, max tokens, cache, price, streaming
     client.py        ChatClient: reply retries, cache, concurrency, counters, redaction; `_call` per provider
     openai_client.py, anthropic_client.py, ollama_client.py, local_client.py   one provider each
     factory.py       make_client(spec, settings, key=...): the client a spec names
