@@ -24,6 +24,7 @@ STOP_SEQUENCES: tuple[str, ...] = (TOOL_CALL_CLOSE, TOOL_RESPONSE_OPEN)
 # Known tools and their required string arguments; the single-argument case lets bare code and
 # `"arguments": "<code>"` be mapped onto the right key.
 DEFAULT_TOOLS: Mapping[str, tuple[str, ...]] = {"python": ("code",)}
+# The keys models use for the tool's name and for its arguments (read by `call_parser` and `lenient_json`).
 NAME_KEYS = ("name", "tool", "tool_name", "function")
 ARGUMENT_KEYS = ("arguments", "parameters", "args", "input")
 _FORMAT_HINT = (

@@ -48,6 +48,7 @@ def code_parses(obj: Any) -> bool:
 
 
 def parse_python(code: str) -> ast.Module | None:
+    """The code's syntax tree, or None when it is not valid Python."""
     try:
         return parse(code)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
