@@ -1,10 +1,10 @@
-"""How often tool calls that a model really wrote parse: strict `json.loads` vs `comlrl.agentic.toolcall`.
+"""How often tool calls that a model really wrote parse: strict `json.loads` vs the tool agent's call parser.
 
     # build the corpus from generate_traces output (default record format), one label per file
     python benchmarks/toolcall_parse_rate.py --build open=/tmp/smol_open.jsonl json=/tmp/smol_json.jsonl \
-        --corpus tests/agentic/model_toolcalls.jsonl
+        --corpus tests/tool_agent/model_toolcalls.jsonl
     # recompute the table from the kept corpus
-    python benchmarks/toolcall_parse_rate.py --corpus tests/agentic/model_toolcalls.jsonl
+    python benchmarks/toolcall_parse_rate.py --corpus tests/tool_agent/model_toolcalls.jsonl
 
 Every `<tool_call>` block of every round is one call. Per call:
 
@@ -32,7 +32,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from comlrl.agentic.toolcall import ToolCall, find_tool_calls, parse_tool_call  # noqa: E402
+from comlrl.tasks.tool_agent.call_blocks import find_tool_calls  # noqa: E402
+from comlrl.tasks.tool_agent.call_format import ToolCall  # noqa: E402
+from comlrl.tasks.tool_agent.call_parser import parse_tool_call  # noqa: E402
 
 _JSON_ESCAPE = re.compile(r'\\(["\\/bfnrt])')
 _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}

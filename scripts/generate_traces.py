@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from comlrl.agentic.traces import main  # also the console script comlrl-traces
+from comlrl.cli.generate_traces import main  # also the console script comlrl-traces
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SHIMS = {"train": "comlrl.cli.train", "evaluate": "comlrl.cli.evaluate", "export": "comlrl.cli.export",
          "show_tree": "comlrl.cli.show_tree", "plot_metrics": "comlrl.cli.plot_metrics",
-         "generate_traces": "comlrl.agentic.traces"}
+         "generate_traces": "comlrl.cli.generate_traces"}
 
 
 def console_scripts() -> dict[str, str]:

@@ -1,14 +1,14 @@
 """The one LLM client stack: expert edits, the actions judge, trace backends and measurement use it.
 
     spec.py          `provider:model[@base_url]` -> ModelSpec (the one spec parser), API keys
-    settings.py      LLMSettings: timeouts, retries, concurrency, max tokens, cache, price
+    settings.py      LLMSettings: timeouts, retries, concurrency, max tokens, cache, price, streaming
     client.py        ChatClient: reply retries, cache, concurrency, counters, redaction; `_call` per provider
     openai_client.py, anthropic_client.py, ollama_client.py, local_client.py   one provider each
     factory.py       make_client(spec, settings, key=...): the client a spec names
     local_model.py   loading and sampling a transformers model on this machine
     json_reply.py    one string per name from a JSON reply (json-repair), and its schema
 
-A lower layer: it imports nothing from feedback, comlrl.tasks, comlrl.agentic or the trainer.
+A lower layer: it imports nothing from feedback, comlrl.tasks or the trainer.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from comlrl.llm.cache import ResponseCache
 from comlrl.llm.completion import ChatResult, Completion, Sampling
@@ -242,8 +242,10 @@ class FunctionClient(ChatClient):
         return Completion(self._fn(messages))
 
 
+@runtime_checkable
 class Sampler(Protocol):
-    """A server a trace backend samples from (`OpenAIClient`, `OllamaClient`): one conversation, one result.
+    """A server a trace backend samples from (`OpenAIClient`, `OllamaClient`, or a registered provider's client
+    that has `name` and `sample`): one conversation, one result.
 
     Raises `RequestFailed` (one line naming the server, never the key) when the request failed.
     """

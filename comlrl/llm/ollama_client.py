@@ -240,16 +240,16 @@ def assemble(chunks: Iterable[dict[str, Any]], fail: Callable[..., OllamaError])
 class OllamaClient(ChatClient):
     """An expert, judge or trace backend on `ollama:<model>@<base_url>`: `OllamaChat` retries the transport
     up to `max_retries`, as the SDK clients do; `ChatClient.complete` retries replies that do not parse.
-    `stream`: trace backends stream, so the timeout bounds the wait for the next token."""
+    `settings.stream`: trace backends stream, so the timeout bounds the wait for the next token."""
 
     provider = "ollama"
 
     def __init__(self, model: str, settings: LLMSettings | None = None, *, base_url: str,
-                 api_key: str | None = None, stream: bool = False, **kwargs: Any) -> None:
+                 api_key: str | None = None, **kwargs: Any) -> None:
         super().__init__(model, settings, endpoint=normalize_base_url(base_url), **kwargs)
         self._register_secret(api_key)
         self._chat = OllamaChat(model, base_url, api_key=api_key, timeout_s=self.timeout_s,
-                                max_retries=self.max_retries, stream=stream)
+                                max_retries=self.max_retries, stream=self.settings.stream)
         self.name = self._chat.name
 
     def _call(self, messages: Messages, json_schema: dict[str, Any] | None = None) -> Completion:

@@ -28,3 +28,4 @@ class LLMSettings:
     cache_dir: str | None = None
     price_per_mtok: tuple[float, float] | None = None  # USD per million (input, output) tokens; None: 0, or the
     # list price where `make_client` builds a billed provider
+    stream: bool = False  # Ollama streams the reply, so timeout_s bounds the wait for the next token (trace backends)

@@ -1,7 +1,7 @@
 """`make_client`: which class, endpoint, price and settings each spec gets; secrets; the layer it sits in.
 
 Building an SDK client opens no connection, so these run offline; the requests themselves are tested
-against loopback servers in tests/feedback/test_expert_clients.py and tests/agentic/test_ollama.py.
+against loopback servers in tests/feedback/test_expert_clients.py and tests/tool_agent/test_ollama.py.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def test_settings_fields_can_be_replaced_one_by_one_and_unknown_ones_fail():
         FunctionClient(lambda msgs: "x", not_a_setting=1)
 
 
-FORBIDDEN = ("feedback", "comlrl.tasks", "comlrl.agentic", "comlrl.trainer", "comlrl.rollout", "comlrl.policy",
+FORBIDDEN = ("feedback", "comlrl.tasks", "comlrl.trainer", "comlrl.rollout", "comlrl.policy",
              "sandbox")
 
 

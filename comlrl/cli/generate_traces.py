@@ -21,11 +21,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from comlrl.agentic.backends import BackendError, make_backend
-from comlrl.agentic.env import ToolEnvironment, load_edge_tests, record_edge_tests
-from comlrl.agentic.episode import EpisodeSettings, dumps, run_episodes
 from comlrl.console import quiet_console
+from comlrl.registry import import_plugins
 from comlrl.tasks.base import Problem
+from comlrl.tasks.tool_agent.backends import BackendError, make_backend
+from comlrl.tasks.tool_agent.environment import ToolEnvironment, load_edge_tests, record_edge_tests
+from comlrl.tasks.tool_agent.episodes import EpisodeSettings, dumps, run_episodes
 
 log = logging.getLogger("generate_traces")
 
@@ -76,8 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ap.add_argument("--backend", required=True,
-                    help="local:<model>, openai-compatible:<model>@<base_url> (key: $OPENAI_COMPATIBLE_API_KEY) or "
-                         "ollama:<model>@<base_url> (native /api/chat; key: $OLLAMA_API_KEY)")
+                    help="local:<model>, openai-compatible:<model>@<base_url> (key: $OPENAI_COMPATIBLE_API_KEY), "
+                         "ollama:<model>@<base_url> (native /api/chat; key: $OLLAMA_API_KEY) or <provider>:<model> "
+                         "for a provider a --plugins module registers")
+    ap.add_argument("--plugins", nargs="+", default=[], metavar="MODULE",
+                    help="modules imported first; they may register providers (comlrl.registry.register_provider)")
     ap.add_argument("--dataset", default="easy", help="easy, humaneval or a JSONL file in HumanEval format")
     ap.add_argument("--num-traces", type=int, required=True, help="traces to have in --out (existing ones count)")
     ap.add_argument("--out", required=True, help="JSONL output, appended to (resumable)")
@@ -126,6 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: {name} must be >= {low}, got {value}", file=sys.stderr)
             return 2
     try:
+        import_plugins(args.plugins, key="--plugins")
         problems, record_file = load_problems_arg(args.dataset)
         edge = record_edge_tests(record_file) if record_file else {}
         if args.edge_tests:

@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 
-from comlrl.agentic.toolcall import ToolCall, ToolCallError, find_tool_calls, parse_tool_call
+from comlrl.tasks.tool_agent.call_blocks import find_tool_calls
+from comlrl.tasks.tool_agent.call_format import ToolCall, ToolCallError
+from comlrl.tasks.tool_agent.call_parser import parse_tool_call
 
 CORPUS = Path(__file__).with_name("toolcall_corpus.jsonl")
 MIN_RECOVERED = 59

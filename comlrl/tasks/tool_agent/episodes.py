@@ -14,11 +14,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from comlrl.agentic.backends import ChatBackend, ChatResult
-from comlrl.agentic.env import ToolEnvironment
-from comlrl.agentic.prompts import Messages, conversation, initial_messages
-from comlrl.agentic.toolcall import STOP_SEQUENCES, ToolCall, find_tool_calls
-from comlrl.agentic.turns import (
+from comlrl.tasks.base import Problem
+from comlrl.tasks.tool_agent.backends import ChatBackend, ChatResult
+from comlrl.tasks.tool_agent.call_blocks import find_tool_calls
+from comlrl.tasks.tool_agent.call_format import STOP_SEQUENCES, ToolCall
+from comlrl.tasks.tool_agent.environment import ToolEnvironment
+from comlrl.tasks.tool_agent.prompts import Messages, conversation, initial_messages
+from comlrl.tasks.tool_agent.turns import (
     ToolReward,
     TurnAnalysis,
     analyze_turn,
@@ -27,7 +29,6 @@ from comlrl.agentic.turns import (
     run_error,
     turn_reward,
 )
-from comlrl.tasks.base import Problem
 from sandbox.untrusted_source import parse
 
 RECORD_FORMATS = ("full", "chat", "training")

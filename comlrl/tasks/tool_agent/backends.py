@@ -1,13 +1,15 @@
-"""Where the tool agent's completions come from: the local trainable model, an OpenAI-compatible server or Ollama.
+"""Where the tool agent's completions come from: the local trainable model, an OpenAI-compatible server, Ollama
+or a provider registered with `comlrl.registry.register_provider`.
 
     local:<model>                          AgentPolicies (alias, HF dir, .gguf), batched HF generate
     openai-compatible:<model>@<base_url>   official `openai` SDK against Ollama's /v1, vLLM, llama.cpp...
                                            key from $OPENAI_COMPATIBLE_API_KEY (optional)
     ollama:<model>@<base_url>              Ollama's native /api/chat (comlrl.llm.ollama_client), with
                                            per-token log-probs; key from $OLLAMA_API_KEY (optional)
+    <registered>:<model>                   the registered factory's client, if it can `sample` (comlrl.llm.Sampler)
 
-The spec is parsed by `comlrl.llm.parse_spec` and the servers are `comlrl.llm` clients, the stack shared
-with expert edits and judges.
+The spec is parsed by `comlrl.llm.parse_spec` and every server client is built by `comlrl.llm.make_client`,
+the one place that knows the providers (built-in and registered), shared with expert edits and judges.
 All take a batch of conversations and stop sequences and return one `ChatResult` each, with per-token
 log-probs when asked for and available (the local model always can; a server only if it implements
 `logprobs`, otherwise they are None). Servers strip the stop sequence from the text; the local model keeps
@@ -18,14 +20,12 @@ continuation; `continued` puts the prefix back).
 
 from __future__ import annotations
 
-import os
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from comlrl.llm import (
-    KEY_ENV,
     ChatResult,
     LLMError,
     LLMSettings,
@@ -33,8 +33,10 @@ from comlrl.llm import (
     RequestFailed,
     Sampler,
     Sampling,
+    make_client,
     parse_spec,
 )
+from comlrl.llm.factory import REGISTERED
 
 
 class BackendError(ValueError):
@@ -119,10 +121,25 @@ class LocalBackend(ChatBackend):
 
 
 class ServerBackend(ChatBackend):
-    """A `comlrl.llm` client sampled with fixed options; the requests of a batch run concurrently."""
+    """A `comlrl.llm` client for a server spec, sampled with fixed options; the requests of a batch run concurrently.
 
-    def __init__(self, client: Sampler, sampling: Sampling, concurrency: int) -> None:
-        self.client, self.sampling, self.name = client, sampling, client.name
+    Ollama replies are streamed, so `timeout_s` bounds the wait for the next token, not a whole long generation.
+    """
+
+    def __init__(self, spec: str, *, max_tokens: int = 512, temperature: float = 0.7, top_p: float = 1.0,
+                 logprobs: bool = False, timeout_s: float = 120.0, concurrency: int = 4, max_retries: int = 2,
+                 seed: int | None = None) -> None:
+        settings = LLMSettings(timeout_s=timeout_s, max_retries=max_retries, concurrency=concurrency, stream=True)
+        try:
+            client = make_client(spec, settings, key="--backend")
+        except LLMError as exc:
+            raise BackendError(f"backend error: {exc}") from None
+        if not isinstance(client, Sampler):
+            client.close()
+            raise BackendError(f"backend error: --backend={spec!r}: {type(client).__name__} cannot sample (a trace "
+                               "backend's client needs `name` and `sample(messages, *, stop, sampling)`)")
+        self.client, self.name = client, client.name
+        self.sampling = Sampling(max_tokens, temperature, top_p, seed, logprobs)
         self._pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="chat")
 
     def _one(self, messages: Messages, stop: Sequence[str]) -> ChatResult:
@@ -141,44 +158,14 @@ class ServerBackend(ChatBackend):
         self.client.close()
 
 
-class OpenAICompatibleBackend(ServerBackend):
-    """Chat completions over HTTP with the official SDK (`comlrl.llm.OpenAIClient`)."""
-
-    def __init__(self, model: str, base_url: str, *, api_key: str | None = None, max_tokens: int = 512,
-                 temperature: float = 0.7, top_p: float = 1.0, logprobs: bool = False, timeout_s: float = 120.0,
-                 concurrency: int = 4, max_retries: int = 2, seed: int | None = None) -> None:
-        from comlrl.llm.openai_client import OpenAIClient  # the SDK loads only when a server is used
-
-        settings = LLMSettings(timeout_s=timeout_s, max_retries=max_retries, concurrency=concurrency)
-        client = OpenAIClient(model, settings, api_key=api_key or os.environ.get(KEY_ENV["openai-compatible"][0]),
-                              base_url=base_url, provider="openai-compatible")
-        super().__init__(client, Sampling(max_tokens, temperature, top_p, seed, logprobs), concurrency)
-
-
-class OllamaBackend(ServerBackend):
-    """Ollama's native chat API (`comlrl.llm.OllamaClient`, which retries the transport).
-
-    Replies are streamed, so `timeout_s` bounds the wait for the next token, not a whole long generation.
-    """
-
-    def __init__(self, model: str, base_url: str, *, api_key: str | None = None, max_tokens: int = 512,
-                 temperature: float = 0.7, top_p: float = 1.0, logprobs: bool = False, timeout_s: float = 120.0,
-                 concurrency: int = 4, max_retries: int = 2, seed: int | None = None) -> None:
-        from comlrl.llm.ollama_client import OllamaClient
-
-        settings = LLMSettings(timeout_s=timeout_s, max_retries=max_retries, concurrency=concurrency)
-        client = OllamaClient(model, settings, base_url=base_url, stream=True,
-                              api_key=api_key or os.environ.get(KEY_ENV["ollama"][0]) or None)
-        super().__init__(client, Sampling(max_tokens, temperature, top_p, seed, logprobs), concurrency)
-
-
-BACKENDS = ("local", "openai-compatible", "ollama")
+BACKENDS = ("local", "openai-compatible", "ollama")  # built in; registered providers are accepted too
 
 
 def parse_backend(spec: str) -> tuple[str, str, str | None]:
-    """`local:<model>` -> ("local", model, None); `openai-compatible:` / `ollama:<model>@<url>` -> (kind, model, url)."""
+    """`local:<model>` -> ("local", model, None); `openai-compatible:` / `ollama:<model>@<url>` -> (kind, model, url);
+    `<registered>:<model>` -> (name, model, None)."""
     try:
-        parsed = parse_spec(spec, key="--backend", providers=BACKENDS)
+        parsed = parse_spec(spec, key="--backend", providers=(*BACKENDS, *REGISTERED))
     except LLMError as exc:
         raise BackendError(f"backend error: {exc}") from None
     return parsed.provider, parsed.model, parsed.base_url
@@ -188,10 +175,9 @@ def make_backend(spec: str, *, max_tokens: int = 512, temperature: float = 0.7, 
                  logprobs: bool = False, greedy: bool = False, concurrency: int = 4, timeout_s: float = 120.0,
                  max_prompt_tokens: int = 2048, seed: int | None = None) -> ChatBackend:
     """A backend from its spec (see the module docstring)."""
-    kind, model, url = parse_backend(spec)
+    kind, model, _ = parse_backend(spec)
     if kind == "local":
         return LocalBackend.from_model(model, max_new_tokens=max_tokens, temperature=temperature, top_p=top_p,
                                        max_prompt_tokens=max_prompt_tokens, greedy=greedy, logprobs=logprobs)
-    backend = OllamaBackend if kind == "ollama" else OpenAICompatibleBackend
-    return backend(model, url or "", max_tokens=max_tokens, temperature=0.0 if greedy else temperature, top_p=top_p,
-                   logprobs=logprobs, timeout_s=timeout_s, concurrency=concurrency, seed=seed)
+    return ServerBackend(spec, max_tokens=max_tokens, temperature=0.0 if greedy else temperature, top_p=top_p,
+                         logprobs=logprobs, timeout_s=timeout_s, concurrency=concurrency, seed=seed)

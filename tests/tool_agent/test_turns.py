@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from comlrl.agentic.toolcall import ToolCall, ToolCallError
-from comlrl.agentic.turns import (
+from comlrl.tasks.tool_agent.call_format import ToolCall, ToolCallError
+from comlrl.tasks.tool_agent.turns import (
     HINT_ACCEPTED,
     HINT_BAD_CALL,
     HINT_DONE,

@@ -1,6 +1,6 @@
 """End-to-end trace generation against a real OpenAI-compatible HTTP server on 127.0.0.1.
 
-The server (tests/agentic/scripted_server.py) runs in this process and serves a scripted reasoning model
+The server (tests/tool_agent/scripted_server.py) runs in this process and serves a scripted reasoning model
 that writes interleaved <think> text and tool calls, including malformed and unreadable calls, fixes
 after the tool reports a bug, a made-up tool response, and final answers. Everything else is real: the
 `openai` SDK over HTTP, the parser, the bubblewrap sandbox, the JSONL writer and the CLI.
@@ -17,9 +17,12 @@ from pathlib import Path
 import pytest
 from scripted_server import ScriptedModel, ScriptedServer
 
-from comlrl.agentic.toolcall import ToolCall, find_tool_calls, parse_tool_call
-from comlrl.agentic.traces import main
+from comlrl.cli.generate_traces import main
+from comlrl.llm.factory import REGISTERED
 from comlrl.tasks.datasets import load_problems
+from comlrl.tasks.tool_agent.call_blocks import find_tool_calls
+from comlrl.tasks.tool_agent.call_format import ToolCall
+from comlrl.tasks.tool_agent.call_parser import parse_tool_call
 
 ROOT = Path(__file__).resolve().parents[2]
 METRICS = {"rounds", "think_blocks", "tool_calls", "malformed_calls", "repaired_calls", "fake_responses",
@@ -143,6 +146,39 @@ def test_bad_arguments_fail_with_one_line(tmp_path: Path, capsys: pytest.Capture
     assert main(["--backend", "local:x", "--out", str(out), "--num-traces", "0"]) == 2
     assert main(["--backend", "local:x", "--dataset", str(tmp_path / "none.jsonl"), "--out", str(out),
                  "--num-traces", "1"]) == 2
+
+
+def test_backend_from_a_provider_a_plugins_module_registers(server: ScriptedServer, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--plugins` imports a user module that registers `loop:<model>` (its own endpoint: the loopback server)."""
+    (tmp_path / "loop_provider.py").write_text(
+        "from comlrl.llm.openai_client import OpenAIClient\n"
+        "from comlrl.registry import register_provider\n\n\n"
+        "@register_provider('loop')\n"
+        "def loop(model, settings, *, metrics=None):\n"
+        f"    return OpenAIClient(model, settings, api_key=None, base_url={server.base_url!r}, provider='loop',\n"
+        "                        metrics=metrics)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "t.jsonl"
+    before = len(server.requests)
+    try:
+        assert main(["--plugins", "loop_provider", "--backend", "loop:scripted", "--out", str(out), "--dataset", "easy",
+                     "--limit", "1", "--num-traces", "1", "--sandbox-workers", "1", "--no-progress"]) == 0
+    finally:
+        REGISTERED.pop("loop", None)
+        sys.modules.pop("loop_provider", None)
+    (record,) = read(out)
+    assert record["backend"] == f"loop:scripted@{server.base_url}" and record["metrics"]["success"]
+    assert len(server.requests) - before == record["metrics"]["rounds"] == 3
+
+
+def test_a_plugins_module_that_fails_to_import_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "x.jsonl"
+    assert main(["--plugins", "no_such_module_here", "--backend", "local:x", "--out", str(out),
+                 "--num-traces", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--plugins: cannot import 'no_such_module_here': ModuleNotFoundError" in err
+    assert not out.exists()
 
 
 def test_training_format_is_one_assistant_message_per_trace(server: ScriptedServer, tmp_path: Path) -> None:

@@ -15,15 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from comlrl.agentic.toolcall import (
-    TOOL_CALL_CLOSE,
-    ToolCall,
-    ToolCallError,
-    find_tool_calls,
-    format_tool_response,
-    strip_fake_responses,
-)
 from comlrl.tasks.code_extract import extract, function_header, split_fences
+from comlrl.tasks.tool_agent.call_blocks import find_tool_calls, strip_fake_responses
+from comlrl.tasks.tool_agent.call_format import TOOL_CALL_CLOSE, ToolCall, ToolCallError, format_tool_response
 from feedback.context import cap
 
 _THINK_OPEN = re.compile(r"<think\s*>", re.I)

@@ -20,9 +20,7 @@ import pytest
 from llm_server import OllamaServer, ollama_tokens
 from scripted_server import ScriptedModel
 
-from comlrl.agentic.backends import BackendError, OllamaBackend, make_backend, parse_backend
-from comlrl.agentic.toolcall import STOP_SEQUENCES
-from comlrl.agentic.traces import main as generate_traces
+from comlrl.cli.generate_traces import main as generate_traces
 from comlrl.config import ExternalConfig
 from comlrl.llm.ollama_client import (
     OllamaChat,
@@ -35,6 +33,8 @@ from comlrl.llm.ollama_client import (
 from comlrl.tasks.actions.checks import CheckResult
 from comlrl.tasks.actions.judge import JudgeOptions, JudgeRequest, LLMJudge, make_judge
 from comlrl.tasks.datasets import load_problems
+from comlrl.tasks.tool_agent.backends import BackendError, ServerBackend, make_backend, parse_backend
+from comlrl.tasks.tool_agent.call_format import STOP_SEQUENCES
 from feedback import FeedbackMetrics, make_expert
 from feedback.experts import ExpertError, parse_spec
 
@@ -125,7 +125,7 @@ def test_backend_results_logprobs_retries_and_errors(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("OLLAMA_API_KEY", KEY)
     with OllamaServer(TEXT, error_headers={"retry-after-ms": "1"}) as srv:
         backend = make_backend(f"ollama:scripted@{srv.base}", logprobs=True, max_tokens=32, greedy=True, seed=3)
-        assert isinstance(backend, OllamaBackend)
+        assert isinstance(backend, ServerBackend) and backend.name == f"ollama:scripted@{srv.base}"
         srv.script.extend(["500", "stream_error"])  # transient: retried by OllamaChat (the backend streams)
         with backend:
             outs = backend.complete([ASK, ASK + [{"role": "assistant", "content": "Hello"}]], stop=STOP_SEQUENCES)

@@ -13,13 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-# Modules, not names: comlrl.agentic imports comlrl.tasks submodules, so either package may load first.
-from comlrl.agentic import env as tool_env
-from comlrl.agentic import prompts, turns
-from comlrl.agentic.toolcall import STOP_SEQUENCES
 from comlrl.contracts import Continuation, Messages, Transition
 from comlrl.tasks.base import Problem, Task
 from comlrl.tasks.datasets import easy_path, load_dataset
+from comlrl.tasks.tool_agent import environment as tool_env
+from comlrl.tasks.tool_agent import prompts, turns
+from comlrl.tasks.tool_agent.call_format import STOP_SEQUENCES
 
 
 def _default_cfg() -> Any:

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from comlrl.agentic.env import (
+from comlrl.tasks.base import Problem
+from comlrl.tasks.tool_agent.environment import (
     EdgeTestError,
     ToolEnvironment,
     build_test_suite,
     load_edge_tests,
     record_edge_tests,
 )
-from comlrl.tasks.base import Problem
 
 PROMPT = (
     "from typing import List\n\n\ndef clip(xs: List[int], hi: int) -> List[int]:\n"

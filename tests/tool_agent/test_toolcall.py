@@ -8,17 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from comlrl.agentic.toolcall import (
-    STOP_SEQUENCES,
-    ToolCall,
-    ToolCallError,
-    close_unfinished_call,
-    find_tool_calls,
-    format_tool_response,
-    parse_tool_call,
-    strip_fake_responses,
-    undo_doubled_escapes,
-)
+from comlrl.tasks.tool_agent.call_blocks import close_unfinished_call, find_tool_calls, strip_fake_responses
+from comlrl.tasks.tool_agent.call_format import STOP_SEQUENCES, ToolCall, ToolCallError, format_tool_response
+from comlrl.tasks.tool_agent.call_parser import parse_tool_call, undo_doubled_escapes
 
 
 def call(code: str) -> str:
@@ -123,7 +115,7 @@ def test_each_repair_is_recorded(raw: str, code: str, repair: str) -> None:
     assert result.repair == repair
 
 
-# Shapes SmolLM2-135M wrote inside an unclosed <tool_call> (tests/agentic/model_toolcalls.jsonl): the call
+# Shapes SmolLM2-135M wrote inside an unclosed <tool_call> (tests/tool_agent/model_toolcalls.jsonl): the call
 # is the first fenced block; prose and more blocks after it are not part of it, nor is the prose after a
 # closing fence whose opener was left out.
 FIRST = 'def add(a, b):\n    """Sum."""\n    return a + b'

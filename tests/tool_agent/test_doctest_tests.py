@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from comlrl.agentic.doctest_tests import (
+from comlrl.tasks.tool_agent.doctest_tests import (
     check_function,
     extract_doctest_tests,
     extract_doctests,

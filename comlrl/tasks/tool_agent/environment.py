@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from comlrl.agentic.doctest_tests import extract_doctest_tests
 from comlrl.tasks.base import Problem
 from comlrl.tasks.code_common import prompt_preamble
+from comlrl.tasks.tool_agent.doctest_tests import extract_doctest_tests
 from sandbox.untrusted_source import parse
 
 EdgeTests = Mapping[str, Sequence[str] | str]

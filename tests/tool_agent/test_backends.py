@@ -1,20 +1,28 @@
-"""Rollout backends: the OpenAI-compatible client against a loopback server, and the local model's stops."""
+"""Rollout backends: the OpenAI-compatible client and a registered provider against a loopback server, and the
+local model's stops."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import torch
 from scripted_server import ScriptedModel, ScriptedServer
 
-from comlrl.agentic.backends import (
+from comlrl.llm import FunctionClient, LLMSettings
+from comlrl.llm.factory import REGISTERED
+from comlrl.llm.openai_client import OpenAIClient
+from comlrl.registry import register_provider
+from comlrl.tasks.tool_agent.backends import (
     BackendError,
     ChatResult,
     LocalBackend,
-    OpenAICompatibleBackend,
+    ServerBackend,
     make_backend,
     parse_backend,
 )
-from comlrl.agentic.toolcall import STOP_SEQUENCES
+from comlrl.tasks.tool_agent.call_format import STOP_SEQUENCES
 
 SOLUTIONS = {"add": ('def add(a, b):\n    """Sum."""\n', "    return a + b\n"),
              "sub": ('def sub(a, b):\n    """Difference."""\n', "    return a - b\n")}
@@ -33,7 +41,7 @@ def test_parse_backend_specs() -> None:
 def test_openai_compatible_stop_and_logprobs() -> None:
     with ScriptedServer(ScriptedModel(SOLUTIONS)) as srv:
         backend = make_backend(f"openai-compatible:scripted@{srv.base_url}", logprobs=True, max_tokens=64)
-        assert isinstance(backend, OpenAICompatibleBackend)
+        assert isinstance(backend, ServerBackend) and backend.name == f"openai-compatible:scripted@{srv.base_url}"
         with backend:
             (out,) = backend.complete([ASK], stop=STOP_SEQUENCES)
         req = srv.requests[0]
@@ -48,7 +56,7 @@ def test_openai_compatible_stop_and_logprobs() -> None:
 
 def test_server_without_logprobs_support_falls_back() -> None:
     with ScriptedServer(ScriptedModel(SOLUTIONS), refuse_logprobs=True) as srv:
-        with OpenAICompatibleBackend("scripted", srv.base_url, logprobs=True, concurrency=2) as backend:
+        with ServerBackend(f"openai-compatible:scripted@{srv.base_url}", logprobs=True, concurrency=2) as backend:
             outs = backend.complete([ASK, ASK, ASK], stop=STOP_SEQUENCES)
         asked = [bool(r.get("logprobs")) for r in srv.requests]
     assert all(isinstance(o, ChatResult) and "<tool_call>" in o.text and o.logprobs is None for o in outs)
@@ -56,9 +64,61 @@ def test_server_without_logprobs_support_falls_back() -> None:
 
 
 def test_unreachable_server_is_one_clear_error() -> None:
-    backend = OpenAICompatibleBackend("m", "http://127.0.0.1:9/v1", max_retries=0, timeout_s=5)
+    backend = ServerBackend("openai-compatible:m@http://127.0.0.1:9/v1", max_retries=0, timeout_s=5)
     with backend, pytest.raises(BackendError, match="cannot connect"):
         backend.complete([ASK])
+
+
+@pytest.fixture
+def loop_provider() -> Iterator[ScriptedServer]:
+    """`loop:<model>`, registered as a user module would: an OpenAI-compatible client on the provider's own
+    endpoint (a real server on 127.0.0.1) with its own key; unregistered afterwards."""
+    seen: list[LLMSettings] = []
+
+    def factory(model: str, settings: LLMSettings, *, metrics: Any = None) -> OpenAIClient:
+        seen.append(settings)
+        return OpenAIClient(model, settings, api_key="loop-secret", base_url=srv.base_url, provider="loop",
+                            metrics=metrics)
+
+    with ScriptedServer(ScriptedModel(SOLUTIONS)) as srv:
+        srv.settings_seen = seen  # type: ignore[attr-defined]
+        register_provider("loop", factory)
+        try:
+            yield srv
+        finally:
+            REGISTERED.pop("loop")
+
+
+def test_a_registered_provider_is_a_trace_backend(loop_provider: ScriptedServer) -> None:
+    assert parse_backend("loop:scripted") == ("loop", "scripted", None)
+    backend = make_backend("loop:scripted", logprobs=True, max_tokens=48, greedy=True, seed=7, timeout_s=9,
+                           concurrency=2)
+    assert isinstance(backend, ServerBackend) and backend.name == f"loop:scripted@{loop_provider.base_url}"
+    (settings,) = loop_provider.settings_seen  # type: ignore[attr-defined]
+    assert (settings.timeout_s, settings.concurrency, settings.max_retries) == (9, 2, 2)
+    with backend:
+        (out,) = backend.complete([ASK], stop=STOP_SEQUENCES)
+    (req,) = loop_provider.requests
+    assert req["model"] == "scripted" and req["messages"] == ASK and req["stop"] == list(STOP_SEQUENCES)
+    assert req["max_tokens"] == 48 and req["temperature"] == 0.0 and req["seed"] == 7 and req["logprobs"] is True
+    assert out.finish_reason == "stop" and out.stop == "</tool_call>" and "<tool_call>" in out.text
+    assert out.logprobs is not None and len(out.logprobs) == len(out.tokens or ()) > 5
+
+
+def test_unregistered_and_non_sampling_providers_are_one_line_errors() -> None:
+    with pytest.raises(BackendError, match=r"--backend='fn_only:m' is not allowed; expected one of: .*"
+                                           r"ollama:<model>@<base_url>$"):
+        parse_backend("fn_only:m")  # accepted only once registered
+    register_provider("fn_only", lambda model, settings, *, metrics=None: FunctionClient(lambda m: "x", model))
+    try:
+        assert parse_backend("fn_only:m") == ("fn_only", "m", None)
+        with pytest.raises(BackendError, match=r"expected one of: .*ollama:<model>@<base_url>, fn_only:<model>$"):
+            parse_backend("other:m")
+        with pytest.raises(BackendError, match=r"^backend error: --backend='fn_only:m': FunctionClient cannot "
+                                               r"sample \(a trace backend's client needs `name` and `sample"):
+            make_backend("fn_only:m")
+    finally:
+        REGISTERED.pop("fn_only")
 
 
 @pytest.fixture(scope="module")
