@@ -9,8 +9,8 @@ from typing import Any
 import feedback
 from comlrl.config import RunConfig
 from comlrl.contracts import Continuation, Messages, Task
+from comlrl.tasks.code.common import path_codes
 from comlrl.tasks.code.reward import CodeReward
-from comlrl.tasks.code_common import path_codes
 
 
 class FeedbackBridge:

@@ -1,5 +1,5 @@
 """A transformers causal LM on this machine: loading (a model directory or the embedded SmolLM2 GGUF) and
-batched sampling. The `local:` client and `comlrl.tasks.measure` load through here."""
+batched sampling. The `local:` client and `comlrl.tasks.code.measure` load through here."""
 
 from __future__ import annotations
 

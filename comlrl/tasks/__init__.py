@@ -9,9 +9,9 @@ from typing import Any
 
 from comlrl.tasks.actions import ActionsTask
 from comlrl.tasks.base import Problem, Task
-from comlrl.tasks.code_collab import CodeCollabTask
-from comlrl.tasks.code_common import CodeTask
-from comlrl.tasks.code_single import CodeSingleTask
+from comlrl.tasks.code.collab import CodeCollabTask
+from comlrl.tasks.code.common import CodeTask
+from comlrl.tasks.code.single import CodeSingleTask
 from comlrl.tasks.tool_agent import ToolAgentTask
 
 TASKS: dict[str, type[Task]] = {"code_collab": CodeCollabTask, "code_single": CodeSingleTask,

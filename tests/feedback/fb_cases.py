@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from comlrl.tasks.code.common import path_codes
+from comlrl.tasks.code.extract import extract_code
 from comlrl.tasks.code.reward import CodeAnalysis, CodeReward
-from comlrl.tasks.code_common import path_codes
-from comlrl.tasks.code_extract import extract_code
 from feedback import FeedbackContext
 from sandbox.results import AssertResult, ExecResult, SyntaxErrorInfo
 

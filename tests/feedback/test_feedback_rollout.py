@@ -12,9 +12,9 @@ from llm_server import ScriptedLLMServer
 
 from comlrl.config import ExternalConfig
 from comlrl.rollout import TreeShape, expand_trees, make_roots
+from comlrl.tasks.code.common import path_codes
+from comlrl.tasks.code.extract import extract_code
 from comlrl.tasks.code.reward import ScoreRequest, score_batch
-from comlrl.tasks.code_common import path_codes
-from comlrl.tasks.code_extract import extract_code
 from feedback import FeedbackContext, FeedbackMetrics, build_next_messages, make_expert
 from sandbox.executor import Sandbox, SandboxUnavailable
 from sandbox.testparse import parse_tests

@@ -12,8 +12,8 @@ import fb_cases as cases
 import pytest
 from fb_golden import golden_path, render
 
+from comlrl.tasks.code.extract import extract_code
 from comlrl.tasks.code.reward import ScoreRequest, score_batch
-from comlrl.tasks.code_extract import extract_code
 from feedback import FeedbackMetrics, build_next_messages
 from sandbox.executor import Sandbox, SandboxUnavailable
 from sandbox.testparse import parse_tests

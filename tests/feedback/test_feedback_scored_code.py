@@ -1,7 +1,7 @@
 """Feedback shows the code the reward scored, even where a naive "first fence" reading would differ.
 
 Regression: the next-turn prompt used to show the first fenced block of each response while the reward
-scored the code extracted by `comlrl.tasks.code_extract`, so a response with a usage call after its
+scored the code extracted by `comlrl.tasks.code.extract`, so a response with a usage call after its
 function (or a second block) was shown with code that never ran. Real task, real sandbox, real bridge.
 """
 
@@ -13,7 +13,7 @@ from comlrl.config import RunConfig
 from comlrl.feedback_bridge import FeedbackBridge
 from comlrl.tasks import CodeCollabTask
 from comlrl.tasks.base import Problem
-from comlrl.tasks.code_common import path_codes
+from comlrl.tasks.code.common import path_codes
 from sandbox.executor import Sandbox, SandboxUnavailable
 
 PROMPT = 'def sum_of_squares(xs: list[int]) -> int:\n    """Return the sum of the squares of xs."""\n'

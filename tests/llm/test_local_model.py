@@ -1,5 +1,5 @@
 """`comlrl.llm.local_model` with the tiny-random model: the loader and sampler the `local:` client and
-`comlrl.tasks.measure` share."""
+`comlrl.tasks.code.measure` share."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def test_load_keeps_the_dtype_asked_for_and_sample_returns_n_per_prompt(tiny_pat
 
 
 def test_measure_samples_through_the_shared_loader(tiny_path: str, tmp_path: Path) -> None:
-    from comlrl.tasks.measure import main
+    from comlrl.tasks.code.measure import main
 
     out = tmp_path / "m.json"
     assert main(["--model", tiny_path, "--limit", "2", "--samples", "2", "--max-new-tokens", "8", "--batch", "2",

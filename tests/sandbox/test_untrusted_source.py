@@ -10,8 +10,8 @@ import warnings
 
 import pytest
 
+from comlrl.tasks.code.extract import extract_code
 from comlrl.tasks.code.reward import analyze
-from comlrl.tasks.code_extract import extract_code
 from sandbox.executor import syntax_error_of
 from sandbox.untrusted_source import FILENAME, check_compiles, parse
 

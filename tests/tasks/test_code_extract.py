@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from comlrl.tasks.code_extract import (
+from comlrl.tasks.code.extract import (
     drop_prose,
     extract,
     extract_code,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from comlrl.tasks import CodeCollabTask, CodeSingleTask
+from comlrl.tasks.code.measure import canonical_code
 from comlrl.tasks.code.reward import reward_range
 from comlrl.tasks.datasets import load_easy, load_humaneval
-from comlrl.tasks.measure import canonical_code
 
 EASY = {p.entry_point: p for p in load_easy()}
 ADD = EASY["add"]

@@ -7,7 +7,7 @@ import pytest
 from comlrl.config import TaskConfig
 from comlrl.tasks import TASKS, CodeCollabTask, CodeSingleTask, build_task
 from comlrl.tasks.base import Problem, Task
-from comlrl.tasks.code_common import SYSTEM_PROMPT, prompt_preamble
+from comlrl.tasks.code.common import SYSTEM_PROMPT, prompt_preamble
 from comlrl.tasks.datasets import load_easy, load_humaneval
 
 EASY = {p.entry_point: p for p in load_easy()}

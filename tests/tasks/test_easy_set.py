@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from comlrl.tasks.base import Problem
-from comlrl.tasks.code_extract import extract_code, function_header
+from comlrl.tasks.code.extract import extract_code, function_header
+from comlrl.tasks.code.measure import canonical_code, check_program, run_check
 from comlrl.tasks.datasets import load_easy
-from comlrl.tasks.measure import canonical_code, check_program, run_check
 
 # Constant answers that must never pass a problem's tests (else the tests do not test anything).
 STUBS = ["None", "0", "1", "-1", "''", "[]", "{}", "False", "True"]
@@ -111,7 +111,7 @@ def test_embedded_model_solves_some_but_not_all(tmp_path: Path, capsys: pytest.C
     """A short real measurement on the first problems (loads the embedded GGUF; 1.5 CPU-minutes)."""
     pytest.importorskip("transformers")
     pytest.importorskip("gguf")
-    from comlrl.tasks.measure import main
+    from comlrl.tasks.code.measure import main
 
     os.environ["HF_HUB_OFFLINE"] = "1"
     out = tmp_path / "m.json"

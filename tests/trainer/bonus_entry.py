@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from comlrl.tasks.code_common import CodeTask  # noqa: E402
+from comlrl.tasks.code.common import CodeTask  # noqa: E402
 
 _real_score = CodeTask.score
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pytest
 
 from comlrl.tasks.base import Task
-from comlrl.tasks.code_collab import CodeCollabTask
+from comlrl.tasks.code.collab import CodeCollabTask
 from comlrl.trainer import _turn_means, _turn_sums, progress_numbers
 from comlrl.tree import Node
 

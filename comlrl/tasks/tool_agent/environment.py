@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from comlrl.tasks.base import Problem
-from comlrl.tasks.code_common import prompt_preamble
+from comlrl.tasks.code.common import prompt_preamble
 from comlrl.tasks.tool_agent.doctest_tests import extract_doctest_tests
 from sandbox.untrusted_source import parse
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from comlrl.tasks.base import Problem
-from comlrl.tasks.code_common import problem_text
+from comlrl.tasks.code.common import problem_text
 
 Messages = list[dict[str, str]]
 

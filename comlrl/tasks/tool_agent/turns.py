@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from comlrl.tasks.code_extract import extract, function_header, split_fences
+from comlrl.tasks.code.extract import extract, function_header, split_fences
 from comlrl.tasks.tool_agent.call_blocks import find_tool_calls, strip_fake_responses
 from comlrl.tasks.tool_agent.call_format import TOOL_CALL_CLOSE, ToolCall, ToolCallError, format_tool_response
 from feedback.context import cap

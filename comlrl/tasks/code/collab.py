@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from comlrl.tasks.base import Problem
-from comlrl.tasks.code_common import CodeTask
-from comlrl.tasks.code_extract import extract_code, function_header
+from comlrl.tasks.code.common import CodeTask
+from comlrl.tasks.code.extract import extract_code, function_header
 
 HELPER_INSTRUCTIONS = (
     "You are the helper agent. Write one helper function named `aux` that does a useful part of the work "

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from comlrl.tasks.base import Problem
-from comlrl.tasks.code_common import CodeTask
-from comlrl.tasks.code_extract import extract_code, function_header
+from comlrl.tasks.code.common import CodeTask
+from comlrl.tasks.code.extract import extract_code, function_header
 
 SINGLE_INSTRUCTIONS = (
     "Write the complete function from the problem, with the same name and signature, and return the "

@@ -15,8 +15,8 @@ from typing import Any
 
 from comlrl.tasks.base import Problem, Task
 from comlrl.tasks.code import reward as levels
+from comlrl.tasks.code.extract import extract_code
 from comlrl.tasks.code.reward import CodeReward, ScoreRequest
-from comlrl.tasks.code_extract import extract_code
 from comlrl.tasks.datasets import load_dataset
 
 SYSTEM_PROMPT = (

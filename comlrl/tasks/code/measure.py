@@ -1,6 +1,6 @@
 """Measure how often a model solves a problem set (single agent, sampled), to calibrate the easy set.
 
-    HF_HUB_OFFLINE=1 python -m comlrl.tasks.measure --samples 4 --temperature 0.7 --max-new-tokens 128
+    HF_HUB_OFFLINE=1 python -m comlrl.tasks.code.measure --samples 4 --temperature 0.7 --max-new-tokens 128
 
 Learning is only visible when the untrained model solves some problems sometimes, but not all of them
 always; this prints the pass rate per problem and the fraction of problems solved at least once.
@@ -24,9 +24,9 @@ from typing import Any
 
 from comlrl.llm.local_model import load_model, sample
 from comlrl.tasks.base import Problem
-from comlrl.tasks.code_common import prompt_preamble
-from comlrl.tasks.code_extract import extract_code, function_header
-from comlrl.tasks.code_single import CodeSingleTask
+from comlrl.tasks.code.common import prompt_preamble
+from comlrl.tasks.code.extract import extract_code, function_header
+from comlrl.tasks.code.single import CodeSingleTask
 from comlrl.tasks.datasets import load_problems
 
 
