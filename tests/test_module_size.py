@@ -12,7 +12,6 @@ ALLOWED = {
     "comlrl/agentic/environment.py": 978,  # workspace, HTTP server, harness, checks, patterns, task-file parser
     "comlrl/agentic/toolcall.py": 800,  # tool-call parsing and repair
     "comlrl/trainer.py": 579,  # Rollout + training step + evaluation + build/run
-    "comlrl/policy.py": 544,  # loading, prompting, generation and log-probs in one class
 }
 
 
