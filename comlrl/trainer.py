@@ -1,17 +1,15 @@
 """The MAGRPO training loop: rollout a batch of turn trees, back up returns, one optimizer step.
 
 Works under plain `python`, `accelerate launch` (DDP over gloo on CPU) and DeepSpeed ZeRO. Each rank
-expands different problems; metrics are summed over ranks; only rank 0 writes files.
+expands different problems; metrics are summed over ranks; only rank 0 writes files. A run is built by
+`comlrl.components.build`; the optimizer step from the trees is `comlrl.update.train_on_trees`.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import random
 import time
-from contextlib import nullcontext
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +18,16 @@ from accelerate.utils import gather_object
 
 from comlrl.advantages import assign_advantages
 from comlrl.checkpoint import checkpoint_step, latest_checkpoint, load_checkpoint, save_checkpoint
-from comlrl.config import ConfigError, RunConfig, validate_threshold
+from comlrl.components import Components, build
+from comlrl.config import ConfigError, RunConfig
 from comlrl.console import quiet_console
 from comlrl.contracts import Continuation, JointTurn, Task, Transition
-from comlrl.distributed import WorldSizeError, make_accelerator, max_over_ranks, reduce_sums, uses_deepspeed
-from comlrl.loss import aggregate, logprob_gap, per_token_loss, step_normaliser, truncated_is_weights
+from comlrl.distributed import WorldSizeError, reduce_sums
 from comlrl.rollout import TreeShape, expand_trees, make_roots
 from comlrl.run_outputs import RUN_OUTPUTS, RunWriter, check_output_dir, make_trackers, node_records
 from comlrl.run_report import write_report
 from comlrl.tree import Node, TreeStats, backup_returns
+from comlrl.update import train_on_trees
 
 log = logging.getLogger("comlrl")
 
@@ -42,37 +41,6 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
     return (ConfigError, WorldSizeError, ModelError, DatasetError, LLMError, SandboxUnavailable)
 
-
-@dataclass
-class Components:
-    """Everything a step needs, built once per run."""
-
-    cfg: RunConfig
-    accelerator: Any
-    task: Task
-    sandbox: Any
-    policies: Any
-    engine: Any  # comlrl.engines.RolloutEngine: samples the rollouts
-    model: Any  # the prepared (DDP / DeepSpeed) module
-    optimizer: Any
-    scheduler: Any
-    feedback: Any
-    train: list
-    eval: list
-    counters: dict[str, float] = field(default_factory=dict)
-
-
-# magrpo.lr_schedule -> transformers' scheduler name (each with magrpo.warmup_steps of linear warm-up from 0)
-SCHEDULES = {"constant": "constant_with_warmup", "linear": "linear", "cosine": "cosine"}
-
-
-def make_scheduler(cfg: RunConfig, optimizer: torch.optim.Optimizer) -> Any:
-    """transformers' LR schedule for this run: warm-up, then constant or a decay to 0 at training.steps."""
-    from transformers import get_scheduler
-
-    m = cfg.magrpo
-    return get_scheduler(SCHEDULES[m.lr_schedule], optimizer, num_warmup_steps=m.warmup_steps,
-                         num_training_steps=max(1, cfg.training.steps))
 
 
 def step_problems(n_problems: int, step: int, per_rank: int, rank: int, world: int, seed: int) -> list[int]:
@@ -209,126 +177,6 @@ def _turn_means(sums: dict[str, float], num_turns: int, prefix: str = "") -> dic
     return out
 
 
-def train_on_trees(comp: Components, roots: list[Node]) -> dict[str, float]:
-    """Turn the trees' advantages into one optimizer step (all agents at once)."""
-    cfg, acc, policies, model = comp.cfg, comp.accelerator, comp.policies, comp.model
-    lc = cfg.magrpo.loss
-    items = [
-        (node.completions[a][k], float(adv[k]))
-        for root in roots
-        for node in root.walk()
-        for a, adv in enumerate(node.advantages)
-        if adv is not None
-        for k in range(len(adv))
-    ]
-    lengths = [max(1, len(s.completion_ids)) for s, _ in items]
-    normaliser = step_normaliser(lengths, lc.aggregation)
-    mb = lc.micro_batch_size
-    micro = [items[i : i + mb] for i in range(0, len(items), mb)]
-    n_micro = max_over_ranks(acc, max(1, len(micro)))
-    any_sample = items[0][0] if items else _dummy_sample(roots)
-    trainable = [p for p in policies.trainable_parameters()]
-    deepspeed = uses_deepspeed(acc)
-    zero3 = deepspeed and acc.state.deepspeed_plugin.zero_stage == 3
-
-    def logps_of(batch, **kw):
-        return policies.token_logprobs([s for s, _ in batch], module=model, **kw)
-
-    def engine_logps(batch, like: torch.Tensor) -> torch.Tensor | None:
-        """The rollout engine's log-probs of the batch's tokens, or None when the trainer sampled them."""
-        if any(s.logprobs is None for s, _ in batch):
-            return None
-        out = torch.zeros_like(like)
-        for row, (s, _) in enumerate(batch):
-            n = min(len(s.logprobs), out.shape[1])
-            out[row, :n] = torch.tensor(s.logprobs[:n], dtype=out.dtype)
-        return out
-
-    old = ref = None
-    if lc.clip_eps is not None and lc.inner_epochs > 1:
-        with torch.no_grad():
-            old = [logps_of(b)[0].detach() for b in micro]
-    if lc.kl_coef > 0:
-        ref = [logps_of(b, reference=True)[0].detach() for b in micro]
-    loss_sum = 0.0
-    gap = {"abs_gap_sum": 0.0, "kl_sum": 0.0, "tokens": 0.0}
-    model.train()
-    for epoch in range(lc.inner_epochs):
-        for i in range(n_micro):
-            real = i < len(micro)
-            batch = micro[i] if real else [(any_sample, 0.0)]
-            last = i == n_micro - 1
-            if deepspeed:
-                model.set_gradient_accumulation_boundary(last)
-            ctx = acc.no_sync(model) if (not last and not deepspeed and acc.num_processes > 1) else nullcontext()
-            with ctx:
-                logps, mask = logps_of(batch)
-                adv = torch.tensor([a for _, a in batch], dtype=logps.dtype, device=logps.device)
-                behaviour = engine_logps(batch, logps) if real else None
-                is_w = None
-                if behaviour is not None:
-                    train_lp = old[i] if old is not None else logps.detach()
-                    if epoch == 0:
-                        for k, v in logprob_gap(train_lp, behaviour, mask).items():
-                            gap[k] += v
-                    if cfg.rollout.is_cap is not None:
-                        is_w = truncated_is_weights(train_lp, behaviour, mask, cfg.rollout.is_cap)
-                tok = per_token_loss(
-                    logps, adv,
-                    old_logps=old[i] if (old is not None and real) else None,
-                    ref_logps=ref[i] if (ref is not None and real) else None,
-                    clip_eps=lc.clip_eps, kl_coef=lc.kl_coef if real else 0.0, is_weights=is_w,
-                )
-                loss = aggregate(tok, mask, lc.aggregation, normaliser) * (1.0 if real else 0.0)
-                # a zero term touching every trainable tensor: all ranks reduce the same gradients (ZeRO-3
-                # holds only a partition of each tensor outside forward and gives unused ones zero gradients itself)
-                if not zero3:
-                    loss = loss + 0.0 * sum(p.sum() for p in trainable)
-                if deepspeed:  # accelerate's backward would step the engine after every micro-batch
-                    model.backward(loss)
-                else:
-                    acc.backward(loss)
-            loss_sum += float(loss.detach())
-        if deepspeed:  # clips (gradient_clipping from magrpo.max_grad_norm), steps and zeroes
-            model.step()
-            gn = model.get_global_grad_norm()
-        else:
-            gn = acc.clip_grad_norm_(trainable, cfg.magrpo.max_grad_norm)
-            comp.optimizer.step()
-            comp.optimizer.zero_grad(set_to_none=True)
-        grad_norm = float(gn) if gn is not None else float("nan")
-    comp.scheduler.step()
-    comp.engine.weights_changed()
-    return {
-        **gap,
-        "weights_rank_spread": _weights_spread(acc, trainable),
-        "loss": loss_sum / lc.inner_epochs,
-        "grad_norm": grad_norm,
-        "samples": float(len(items)),
-        "lr": comp.scheduler.get_last_lr()[0],
-    }
-
-
-def _weights_spread(acc: Any, params: list[torch.Tensor]) -> float:
-    """Max minus min over ranks of a checksum of the trainable weights: 0 when data parallel is in sync."""
-    with torch.no_grad():
-        checksum = sum(p.detach().double().sum() for p in params) if params else torch.zeros(())
-        checksum = checksum.reshape(1).to(acc.device)
-    if acc.num_processes == 1:
-        return 0.0
-    every = acc.gather(checksum)
-    return float(every.max() - every.min())
-
-
-def _dummy_sample(roots: list[Node]) -> Any:
-    for root in roots:
-        for node in root.walk():
-            for row in node.completions:
-                if row:
-                    return row[0]
-    raise RuntimeError("no completion to run a zero-weight micro-batch on")
-
-
 def training_step(comp: Components, step: int) -> tuple[dict[str, float], list[dict]]:
     cfg, acc = comp.cfg, comp.accelerator
     m = cfg.magrpo
@@ -433,53 +281,6 @@ def evaluate(comp: Components, step: int) -> dict[str, float]:
     out["eval/problems"] = int(total["problems"])
     out["eval/seconds"] = time.perf_counter() - t0
     return out
-
-
-def cpu_share() -> int:
-    """This process's share of the cores it may run on: `accelerate launch` exports OMP_NUM_THREADS=1 for
-    a one-process CPU launch, which would leave all but one core idle."""
-    local = int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("WORLD_SIZE") or 1)
-    return max(1, len(os.sched_getaffinity(0)) // max(1, local))
-
-
-def build(cfg: RunConfig, for_training: bool = True, log_with: list[Any] | None = None) -> Components:
-    from comlrl.engines import build_engine
-    from comlrl.feedback_bridge import FeedbackBridge
-    from comlrl.policy import AgentPolicies
-    from comlrl.tasks import build_task
-    from sandbox.executor import Sandbox
-
-    acc = make_accelerator(log_with)
-    torch.set_num_threads(cfg.training.torch_threads or cpu_share())
-    random.seed(cfg.training.seed)
-    torch.manual_seed(cfg.training.seed)
-    workers = cfg.sandbox.workers or max(1, (os.cpu_count() or 1) // acc.num_processes)
-    sandbox = Sandbox(workers=workers, timeout_s=cfg.sandbox.timeout_s, memory_mb=cfg.sandbox.memory_mb,
-                      isolation=cfg.sandbox.isolation, cache=cfg.sandbox.cache)
-    task = build_task(cfg.task, sandbox)
-    validate_threshold(cfg, task.reward_range)
-    train, evalset = task.load(cfg.dataset)
-    if not train:
-        raise ValueError(f"dataset {cfg.dataset.name!r} has no training problems")
-    feedback = FeedbackBridge(cfg)
-    # tool agents stop after </tool_call> so nothing the model writes past it is trained on
-    policies = AgentPolicies(cfg.model, cfg.agents, cfg.magrpo.num_agents,
-                             stop_strings=task.stop_strings, head_messages=task.head_messages)
-    engine = build_engine(cfg.rollout.engine, policies, cfg.rollout.vllm, cfg.training.seed)
-    model = optimizer = scheduler = None
-    if for_training:
-        params = list(policies.trainable_parameters())
-        optimizer = torch.optim.AdamW(params, lr=cfg.magrpo.learning_rate, weight_decay=cfg.magrpo.weight_decay)
-        scheduler = make_scheduler(cfg, optimizer)
-        if uses_deepspeed(acc):
-            ds = acc.state.deepspeed_plugin.deepspeed_config
-            ds["gradient_clipping"] = cfg.magrpo.max_grad_norm
-            # the trainer micro-batches itself and marks accumulation boundaries: one sample per DeepSpeed step
-            if ds.get("train_micro_batch_size_per_gpu", "auto") == "auto":
-                ds["train_micro_batch_size_per_gpu"] = 1
-        model, optimizer = acc.prepare(policies.module, optimizer)
-    return Components(cfg, acc, task, sandbox, policies, engine, model, optimizer, scheduler, feedback, train,
-                      evalset)
 
 
 def progress_numbers(metrics: dict[str, float], num_turns: int) -> dict[str, str]:

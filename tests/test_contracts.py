@@ -34,9 +34,11 @@ def sandbox() -> Iterator:
         yield box
 
 
-def test_the_trainer_calls_declared_members_only() -> None:
-    """It probed `score_paths`, `build_next_messages`, `metrics` and `all_passed` with getattr."""
-    source = (ROOT / "comlrl" / "trainer.py").read_text()
+@pytest.mark.parametrize("module", ["trainer.py", "components.py", "update.py"])
+def test_the_trainer_calls_declared_members_only(module: str) -> None:
+    """It probed `score_paths`, `build_next_messages`, `metrics` and `all_passed` with getattr (the trainer's
+    modules: the loop, what a run is built from, the update)."""
+    source = (ROOT / "comlrl" / module).read_text()
     assert "getattr(" not in source and "hasattr(" not in source
 
 

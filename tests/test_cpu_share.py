@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from comlrl.trainer import cpu_share
+from comlrl.components import cpu_share
 
 
 @pytest.mark.parametrize("env,cores,want", [

@@ -1,4 +1,4 @@
-"""No module over MAX_LINES: small modules with one job (issue 16). Splitting one shrinks the allow-list."""
+"""No module over MAX_LINES: small modules with one job (issue 16)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 MAX_LINES = 500
 EXEMPT = {"sandbox/_worker.py"}  # the sandbox worker is stdlib-only and runs as one file in the child process
-# Today's offenders (lines when listed), being split; an entry must go once its module is back under MAX_LINES.
-ALLOWED = {
-    "comlrl/trainer.py": 579,  # Rollout + training step + evaluation + build/run
-    "comlrl/policy.py": 544,  # loading, prompting, generation and log-probs in one class
-}
 
 
 def line_counts() -> dict[str, int]:
@@ -19,12 +14,11 @@ def line_counts() -> dict[str, int]:
             for pkg in ("comlrl", "feedback", "sandbox") for p in sorted((ROOT / pkg).rglob("*.py"))}
 
 
-def test_no_module_is_over_the_limit_unless_listed() -> None:
-    over = {path: n for path, n in line_counts().items() if n > MAX_LINES and path not in EXEMPT | set(ALLOWED)}
+def test_no_module_is_over_the_limit() -> None:
+    over = {path: n for path, n in line_counts().items() if n > MAX_LINES and path not in EXEMPT}
     assert not over, f"modules over {MAX_LINES} lines (split them by job): {over}"
 
 
-def test_the_allow_list_names_only_modules_still_over_the_limit() -> None:
+def test_the_limit_sees_every_package() -> None:
     counts = line_counts()
-    stale = {path for path in ALLOWED if counts.get(path, 0) <= MAX_LINES}
-    assert not stale, f"back under {MAX_LINES} lines or gone: remove from ALLOWED: {sorted(stale)}"
+    assert "comlrl/trainer.py" in counts and "sandbox/_worker.py" in counts and "feedback/__init__.py" in counts

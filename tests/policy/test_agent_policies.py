@@ -75,7 +75,7 @@ def test_mixed_batch_generation_equals_per_adapter_generation(pol: AgentPolicies
         ref = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=8, do_sample=False,
                              eos_token_id=pol.eos_ids[agent], pad_token_id=pol.tokenizers[agent].pad_token_id)
         assert tuple(ref[0, ids.shape[1]:].tolist()[:len(alone.completion_ids)]) == alone.completion_ids
-    pol._all_adapters_trainable(pol.module)
+    pol.module.all_adapters_trainable()
     # agents really differ, or this test would prove nothing
     assert mixed[0][0].completion_ids != pol.generate([(1, REQUESTS[0][1])], 1, greedy=True)[0][0].completion_ids
 
@@ -117,7 +117,7 @@ def test_module_logprobs_equal_plain_transformers(pol: AgentPolicies) -> None:
         assert mask[i, :n].eq(1).all() and mask[i, n:].eq(0).all()
         want = plain_logprobs(plain_peft(pol, s.agent), s)
         torch.testing.assert_close(logps[i, :n], want, atol=ATOL, rtol=0)
-    pol._all_adapters_trainable(pol.module)
+    pol.module.all_adapters_trainable()
 
 
 def test_one_agent_batch_takes_the_plain_path_with_the_same_numbers_and_gradients(pol: AgentPolicies) -> None:

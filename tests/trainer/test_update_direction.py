@@ -17,6 +17,7 @@ from comlrl import trainer
 from comlrl.config import load_config
 from comlrl.policy import Sample, agent_name
 from comlrl.tree import Node
+from comlrl.update import train_on_trees
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,7 +61,7 @@ def test_update_follows_the_advantage_sign_per_agent(comp):
     adapter1 = _adapter(comp, 1)
     assert adapter1, "agent 1's adapter parameters were not found by name"
     for _ in range(3):
-        out = trainer.train_on_trees(comp, [node])
+        out = train_on_trees(comp, [node])
         assert out["samples"] == 2.0 and torch.isfinite(torch.tensor(out["loss"]))
     after0, after1 = _logp(comp, s0), _logp(comp, s1)
     assert after0[0] > before0[0] + 0.05, (before0, after0)  # the +1 completion became likelier

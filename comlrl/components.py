@@ -1,0 +1,97 @@
+"""What a run is built from, once: accelerator, task, sandbox, policies, rollout engine, optimizer, schedule.
+
+`build` is the one place a config becomes live objects; the trainer (`comlrl.trainer`), the evaluation CLI
+and the benchmarks start from its `Components`.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from comlrl.config import RunConfig, validate_threshold
+from comlrl.contracts import Task
+from comlrl.distributed import make_accelerator, uses_deepspeed
+
+
+@dataclass
+class Components:
+    """Everything a step needs, built once per run."""
+
+    cfg: RunConfig
+    accelerator: Any
+    task: Task
+    sandbox: Any
+    policies: Any
+    engine: Any  # comlrl.engines.RolloutEngine: samples the rollouts
+    model: Any  # the prepared (DDP / DeepSpeed) module
+    optimizer: Any
+    scheduler: Any
+    feedback: Any
+    train: list
+    eval: list
+    counters: dict[str, float] = field(default_factory=dict)
+
+
+# magrpo.lr_schedule -> transformers' scheduler name (each with magrpo.warmup_steps of linear warm-up from 0)
+SCHEDULES = {"constant": "constant_with_warmup", "linear": "linear", "cosine": "cosine"}
+
+
+def make_scheduler(cfg: RunConfig, optimizer: torch.optim.Optimizer) -> Any:
+    """transformers' LR schedule for this run: warm-up, then constant or a decay to 0 at training.steps."""
+    from transformers import get_scheduler
+
+    m = cfg.magrpo
+    return get_scheduler(SCHEDULES[m.lr_schedule], optimizer, num_warmup_steps=m.warmup_steps,
+                         num_training_steps=max(1, cfg.training.steps))
+
+
+def cpu_share() -> int:
+    """This process's share of the cores it may run on: `accelerate launch` exports OMP_NUM_THREADS=1 for
+    a one-process CPU launch, which would leave all but one core idle."""
+    local = int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("WORLD_SIZE") or 1)
+    return max(1, len(os.sched_getaffinity(0)) // max(1, local))
+
+
+def build(cfg: RunConfig, for_training: bool = True, log_with: list[Any] | None = None) -> Components:
+    from comlrl.engines import build_engine
+    from comlrl.feedback_bridge import FeedbackBridge
+    from comlrl.policy import AgentPolicies
+    from comlrl.tasks import build_task
+    from sandbox.executor import Sandbox
+
+    acc = make_accelerator(log_with)
+    torch.set_num_threads(cfg.training.torch_threads or cpu_share())
+    random.seed(cfg.training.seed)
+    torch.manual_seed(cfg.training.seed)
+    workers = cfg.sandbox.workers or max(1, (os.cpu_count() or 1) // acc.num_processes)
+    sandbox = Sandbox(workers=workers, timeout_s=cfg.sandbox.timeout_s, memory_mb=cfg.sandbox.memory_mb,
+                      isolation=cfg.sandbox.isolation, cache=cfg.sandbox.cache)
+    task = build_task(cfg.task, sandbox)
+    validate_threshold(cfg, task.reward_range)
+    train, evalset = task.load(cfg.dataset)
+    if not train:
+        raise ValueError(f"dataset {cfg.dataset.name!r} has no training problems")
+    feedback = FeedbackBridge(cfg)
+    # tool agents stop after </tool_call> so nothing the model writes past it is trained on
+    policies = AgentPolicies(cfg.model, cfg.agents, cfg.magrpo.num_agents,
+                             stop_strings=task.stop_strings, head_messages=task.head_messages)
+    engine = build_engine(cfg.rollout.engine, policies, cfg.rollout.vllm, cfg.training.seed)
+    model = optimizer = scheduler = None
+    if for_training:
+        params = list(policies.trainable_parameters())
+        optimizer = torch.optim.AdamW(params, lr=cfg.magrpo.learning_rate, weight_decay=cfg.magrpo.weight_decay)
+        scheduler = make_scheduler(cfg, optimizer)
+        if uses_deepspeed(acc):
+            ds = acc.state.deepspeed_plugin.deepspeed_config
+            ds["gradient_clipping"] = cfg.magrpo.max_grad_norm
+            # the trainer micro-batches itself and marks accumulation boundaries: one sample per DeepSpeed step
+            if ds.get("train_micro_batch_size_per_gpu", "auto") == "auto":
+                ds["train_micro_batch_size_per_gpu"] = 1
+        model, optimizer = acc.prepare(policies.module, optimizer)
+    return Components(cfg, acc, task, sandbox, policies, engine, model, optimizer, scheduler, feedback, train,
+                      evalset)

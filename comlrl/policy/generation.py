@@ -1,0 +1,95 @@
+"""Sampling completions with HF `generate`: batched rows, a shared prefill per prompt, cuts at EOS / stops."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from comlrl.config import ModelConfig
+from comlrl.policy.agents import AgentsModule
+
+
+def positions(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Positions that skip left padding, as `generate` computes them, so log-probs match sampling."""
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
+def cut_at_eos(ids: Sequence[int], eos: Sequence[int]) -> tuple[list[int], bool]:
+    """The completion up to and including its first EOS id, and whether there was one."""
+    ends = set(eos)
+    for i, t in enumerate(ids):
+        if t in ends:
+            return list(ids[:i + 1]), True
+    return list(ids), False
+
+
+def cut_at_stop(tokenizer: Any, ids: Sequence[int], eos: Sequence[int],
+                stops: Sequence[str]) -> tuple[list[int], bool]:
+    """Cut after EOS or after the first token whose text completes a stop string, whichever comes first."""
+    ends = set(eos)
+    longest, text = max(len(s) for s in stops), ""
+    for i, t in enumerate(ids):
+        if t in ends:
+            return list(ids[:i + 1]), True
+        start = max(0, len(text) - longest)
+        text += tokenizer.decode([t])
+        if any(s in text[start:] for s in stops):
+            return list(ids[:i + 1]), True
+    return list(ids), False
+
+
+def stop_criterion(cache: dict[tuple[str, tuple[str, ...]], Any], path: str, tokenizer: Any,
+                   stops: tuple[str, ...]) -> Any:
+    """HF's StopStringCriteria, built once per tokenizer `path` and stops in `cache` (building scans the
+    vocab: ~2 s)."""
+    from transformers import StoppingCriteriaList
+    from transformers.generation.stopping_criteria import StopStringCriteria
+
+    key = (path, stops)
+    if key not in cache:
+        cache[key] = StopStringCriteria(tokenizer, list(stops))
+    return StoppingCriteriaList([cache[key]])
+
+
+def generate_rows(module: AgentsModule, cfg: ModelConfig, tokenizer: Any, eos: Sequence[int], agents: list[int],
+                  prompts: list[list[int]], greedy: bool, stopping: Any = None, repeat: int = 1) -> list[list[int]]:
+    """`repeat` completions of each prompt (agents[i]'s prompts[i]), as consecutive output rows.
+
+    One `generate` call of `module.generation_model(agents[0])` (the caller groups the agents by
+    `module.generation_groups`), stopping at any of `eos` or at `stopping` (HF stopping criteria). With
+    repeat > 1 every prompt is prefilled once and its KV cache copied to its `repeat` rows (all but the last
+    prompt token; `generate` runs that one per row and samples), instead of prefilling the same prompt
+    `repeat` times: G siblings of a node share one prefill.
+    """
+    from transformers import DynamicCache, GenerationConfig
+
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), tokenizer.pad_token_id, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for i, p in enumerate(prompts):  # left padding: every row's last prompt token sits at width - 1
+        ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
+        mask[i, width - len(p):] = 1
+    gen_cfg = GenerationConfig(
+        max_new_tokens=cfg.max_new_tokens, do_sample=not greedy, use_cache=True,
+        temperature=None if greedy else cfg.temperature, top_p=None if greedy else cfg.top_p,
+        top_k=None if greedy else cfg.top_k, eos_token_id=list(eos), pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+    )
+    extra = {"stopping_criteria": stopping} if stopping is not None else {}
+    dev = module.device
+    model = module.generation_model(agents[0])
+    if repeat > 1 and width > 1 and min(len(p) for p in prompts) > 1:  # shared prefill of width - 1 tokens
+        cache = DynamicCache(config=model.config)
+        pre_mask = mask[:, :-1].to(dev)
+        with module.generating(agents):
+            model.get_decoder()(input_ids=ids[:, :-1].to(dev), attention_mask=pre_mask,
+                                position_ids=positions(pre_mask), past_key_values=cache, use_cache=True)
+        cache.batch_repeat_interleave(repeat)
+        extra["past_key_values"] = cache
+    ids, mask = ids.repeat_interleave(repeat, 0), mask.repeat_interleave(repeat, 0)
+    with module.generating([a for a in agents for _ in range(repeat)]):
+        out = model.generate(input_ids=ids.to(dev), attention_mask=mask.to(dev), generation_config=gen_cfg,
+                             **extra)
+    return out[:, width:].tolist()

@@ -1,0 +1,173 @@
+"""N agent policies: one frozen base with a LoRA adapter per agent (default) or a full model per agent.
+
+`AgentPolicies` is what the trainer, the engines and the local LLM backend hold: the agents' module
+(`comlrl.policy.agents`, built by `comlrl.policy.loading`), their tokenizers and EOS ids, and the calls on
+them: prompt ids (`prompts`), batched generation (`generation`), log-probs of samples (`logprobs`), save and
+load. It asks the module, never the config or the module's type, how the agents are shaped.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from comlrl.config import AgentsConfig, ModelConfig
+from comlrl.models import resolve_model_path
+from comlrl.packing import PackedBatch, pack
+from comlrl.policy.agents import AgentsModule
+from comlrl.policy.generation import cut_at_eos, cut_at_stop, generate_rows, stop_criterion
+from comlrl.policy.loading import build_agents, eos_ids, load_tokenizers
+from comlrl.policy.prompts import fit_prompt
+from comlrl.policy.sample import Messages, Sample, agent_name, answer_prefix_of
+
+log = logging.getLogger(__name__)
+
+
+class AgentPolicies:
+    """Models, tokenizers and chat templates of N agents; batched generation and log-probs."""
+
+    def __init__(self, model_cfg: ModelConfig, agents_cfg: AgentsConfig, num_agents: int,
+                 stop_strings: Sequence[str] = (), head_messages: int | None = None) -> None:
+        self.cfg = model_cfg
+        self.stop_strings = tuple(stop_strings)  # default stops of `generate` (e.g. "</tool_call>")
+        # leading messages a history cut keeps (None: the system message and the first user message)
+        self.head_messages = head_messages
+        self._stop_criteria: dict[tuple[str, tuple[str, ...]], Any] = {}
+        self.agents_cfg = agents_cfg
+        self.num_agents = num_agents
+        self.mode = agents_cfg.mode
+        self.prompt_truncations = 0
+        if self.mode == "lora" and agents_cfg.models:
+            raise ValueError("agents.models names one model per agent and needs agents.mode=full")
+        names = list(agents_cfg.models) if agents_cfg.models else [model_cfg.name] * num_agents
+        if len(names) != num_agents:
+            raise ValueError(f"agents.models has {len(names)} entries for {num_agents} agents")
+        self.model_names = names
+        self.paths = [resolve_model_path(n, model_cfg.cache_dir) for n in names]
+        self.tokenizers = load_tokenizers(self.paths)
+        self.module: AgentsModule = build_agents(model_cfg, agents_cfg, self.paths)
+        self.eos_ids = [eos_ids(self.tokenizers[i], self.module.generation_model(i)) for i in range(num_agents)]
+        self.module.train()
+
+    # ---- plumbing -------------------------------------------------------------------------------
+    @property
+    def device(self) -> torch.device:
+        """Wherever accelerate put the module."""
+        return self.module.device
+
+    def trainable_parameters(self) -> list[nn.Parameter]:
+        """All agents' trainable parameters, for ONE optimizer (one step updates every agent)."""
+        return [p for p in self.module.parameters() if p.requires_grad]
+
+    def agent_parameters(self, agent: int) -> list[nn.Parameter]:
+        """One agent's trainable parameters (per-agent grad norms, tests)."""
+        return self.module.agent_parameters(agent)
+
+    # ---- prompts --------------------------------------------------------------------------------
+    def prompt_ids(self, agent: int, messages: Messages) -> tuple[list[int], bool]:
+        """Chat-templated prompt ids, cut to model.max_prompt_tokens (`comlrl.policy.prompts.fit_prompt`);
+        every truncation is counted in `prompt_truncations` and logged."""
+        limit = self.cfg.max_prompt_tokens
+        fit = fit_prompt(self.tokenizers[agent], messages, limit, self.head_messages)
+        if fit.truncated:
+            self.prompt_truncations += 1
+            log.warning("agent %d prompt of %d tokens exceeds model.max_prompt_tokens=%d: dropped %d middle "
+                        "message(s), now %d tokens (%d truncations so far)", agent, fit.full_tokens, limit,
+                        fit.dropped_messages, len(fit.ids), self.prompt_truncations)
+        return fit.ids, fit.truncated
+
+    # ---- generation -----------------------------------------------------------------------------
+    @torch.no_grad()
+    def generate(self, requests: list[tuple[int, Messages]], num_samples: int, greedy: bool = False,
+                 stop_strings: Sequence[str] | None = None) -> list[list[Sample]]:
+        """`num_samples` completions per (agent, messages) request, batched as the module groups them.
+
+        In LoRA mode rows of all agents share one call (per-row adapter routing); in full mode there is one
+        call per agent. Sampling uses model.temperature / top_p / top_k, greedy ignores them.
+        When the messages end with an assistant message (an answer prefix, e.g. "```python\ndef aux("), the
+        model continues it and each Sample's `text` starts with it, so scoring and history see the whole answer.
+        A row also stops when its text contains one of `stop_strings` (default `self.stop_strings`); the
+        completion then ends with the token that completed it, so nothing after it is trained on.
+        """
+        stops = tuple(self.stop_strings if stop_strings is None else stop_strings)
+        prompts = [self.prompt_ids(agent, msgs) for agent, msgs in requests]
+        rows = [(r, requests[r][0]) for r in range(len(requests)) for _ in range(num_samples)]
+        completions: list[list[int]] = [[] for _ in rows]
+        was_training = self.module.training
+        self.module.eval()
+        try:  # request r owns rows r*num_samples .. (r+1)*num_samples-1
+            for group in self.module.generation_groups([agent for agent, _ in requests]):
+                agents = [requests[r][0] for r in group]
+                tok = self.tokenizers[agents[0]]
+                stopping = stop_criterion(self._stop_criteria, self.paths[agents[0]], tok, stops) if stops else None
+                outs = generate_rows(self.module, self.cfg, tok, sorted({e for a in agents for e in self.eos_ids[a]}),
+                                     agents, [prompts[r][0] for r in group], greedy, stopping, repeat=num_samples)
+                for k, r in enumerate(group):
+                    for s in range(num_samples):
+                        completions[r * num_samples + s] = outs[k * num_samples + s]
+        finally:
+            self.module.train(was_training)
+        results: list[list[Sample]] = [[] for _ in requests]
+        for (r, agent), comp in zip(rows, completions, strict=True):
+            results[r].append(self.make_sample(agent, requests[r][1], prompts[r], comp, stops))
+        return results
+
+    def make_sample(self, agent: int, messages: Messages, prompt: tuple[list[int], bool], generated: list[int],
+                    stops: Sequence[str], logprobs: Sequence[float] | None = None) -> Sample:
+        """A Sample from an engine's raw output: cut after EOS or the token completing a stop string (what
+        follows is never trained on), text = answer prefix + decoded completion."""
+        tok, eos = self.tokenizers[agent], self.eos_ids[agent]
+        comp, finished = cut_at_stop(tok, generated, eos, stops) if stops else cut_at_eos(generated, eos)
+        text = (answer_prefix_of(messages) or "") + tok.decode(comp, skip_special_tokens=True)
+        lps = None if logprobs is None else tuple(float(x) for x in logprobs[:len(comp)])
+        return Sample(agent, tuple(prompt[0]), tuple(comp), text, finished, prompt[1], lps)
+
+    # ---- log-probs ------------------------------------------------------------------------------
+    def pack(self, samples: Sequence[Sample], share_prefix: bool = True) -> PackedBatch:
+        """Model inputs for samples (see `comlrl.packing`): with `share_prefix`, adjacent samples of one
+        agent and prompt (a node's G siblings) share one copy of the prompt."""
+        return pack([s.agent for s in samples], [s.prompt_ids for s in samples],
+                    [s.completion_ids for s in samples],
+                    [len(cut_at_eos(s.completion_ids, self.eos_ids[s.agent])[0]) for s in samples],
+                    pad_id=self.tokenizers[0].pad_token_id or 0, share_prefix=share_prefix,
+                    dtype=next(self.module.parameters()).dtype)
+
+    def token_logprobs(self, samples: Sequence[Sample], module: nn.Module | None = None,
+                       reference: bool = False, share_prefix: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+        """(logps [B, Lc], mask [B, Lc] float) of the completion tokens, in the sampling distribution.
+
+        Log-probs are of logits / model.temperature (the distribution the samples were drawn from, as in
+        TRL/verl), so PPO ratios and the KL compare like with like. `module` is the accelerate-prepared
+        wrapper of `self.module` (DDP / DeepSpeed engine); `reference=True` uses the initial policy (LoRA: the
+        base without adapters; full: a frozen copy of the initial weights), under no_grad.
+        `share_prefix=False` repeats each prompt per sample (the reference layout; same values, more compute).
+        """
+        batch = self.pack(samples, share_prefix).to(self.device)
+        temperature = self.cfg.temperature
+        if reference:
+            with torch.no_grad():
+                return self.module.reference_logprobs(batch, temperature), batch.mask
+        return (module if module is not None else self.module)(batch, temperature), batch.mask
+
+    # ---- save / load ----------------------------------------------------------------------------
+    def save(self, directory: str | Path) -> None:
+        """`dir/agent<i>/`: a peft adapter (PeftModel.from_pretrained(base, dir/agent0)) or a full HF model,
+        with the agent's tokenizer; `dir/policies.json` says which."""
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        names = [agent_name(i) for i in range(self.num_agents)]
+        self.module.save_weights(out, names)
+        for i, name in enumerate(names):
+            self.tokenizers[i].save_pretrained(out / name)
+        meta = {"mode": self.mode, "num_agents": self.num_agents, "models": self.model_names, "paths": self.paths}
+        (out / "policies.json").write_text(json.dumps(meta, indent=1))
+
+    def load(self, directory: str | Path) -> None:
+        """Load weights saved by `save` in place (parameters keep their identity for the optimizer)."""
+        self.module.load_weights(Path(directory), [agent_name(i) for i in range(self.num_agents)])
