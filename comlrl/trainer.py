@@ -26,9 +26,10 @@ from comlrl.contracts import Continuation, JointTurn, Task, Transition
 from comlrl.distributed import WorldSizeError, make_accelerator, max_over_ranks, reduce_sums, uses_deepspeed
 from comlrl.loss import aggregate, logprob_gap, per_token_loss, step_normaliser, truncated_is_weights
 from comlrl.rollout import TreeShape, expand_trees, make_roots
-from comlrl.run_outputs import RUN_OUTPUTS, RunWriter, check_output_dir, make_trackers, node_records
+from comlrl.run_outputs import RUN_OUTPUTS, RunWriter, check_output_dir, make_trackers
 from comlrl.run_report import write_report
 from comlrl.tree import Node, TreeStats, backup_returns
+from comlrl.tree_records import node_records
 
 log = logging.getLogger("comlrl")
 
