@@ -1,6 +1,6 @@
 """Turn a run's trees into training data: SFT chat records per trajectory, preference pairs per node.
 
-Works on any `trees.jsonl` the trainer writes (see comlrl/run_outputs.py), whatever the task:
+Works on any `trees.jsonl` the trainer writes (records: comlrl/tree_records.py), whatever the task:
 
     records = load_trees("runs/x/trees.jsonl")
     for traj in trajectories(records):                 # one per leaf joint action (root -> leaf path)
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-Message = dict[str, str]
+from comlrl.tree_records import JointActionRecord, Message, NodeRecord, RewardRecord, read_records
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class Step:
     completions: list[str]  # per agent: the completion this joint action used
     reward: float
     ret: float | None
-    detail: dict[str, Any] | None
+    detail: RewardRecord | None
 
 
 @dataclass(frozen=True)
@@ -54,69 +54,45 @@ class Trajectory:
 
     @property
     def success(self) -> bool:
-        return is_success(self.steps[-1].detail)
+        """The last joint action passed (its reward's `all_passed`)."""
+        return _passed(self.steps[-1].detail)
 
     @property
     def num_agents(self) -> int:
         return len(self.steps[0].completions)
 
 
-def is_success(detail: Any) -> bool:
-    """A joint action succeeded: `components.success` (actions task) or every test passed (code tasks)."""
-    if not isinstance(detail, dict):
-        return False
-    comps = detail.get("components") or {}
-    if "success" in comps:
-        return float(comps["success"] or 0) >= 1.0
-    passed, total = detail.get("tests_passed"), detail.get("tests_total")
-    return bool(total) and passed == total
+def _passed(detail: RewardRecord | None) -> bool:
+    return detail is not None and detail.all_passed
 
 
-def load_trees(path: str | Path) -> list[dict[str, Any]]:
-    """The node records of a trees.jsonl (a run directory works too); lines cut by a crash are skipped."""
+def load_trees(path: str | Path) -> list[NodeRecord]:
+    """The node records of a trees.jsonl (a run directory works too); a last line cut by a crash is skipped,
+    any other bad line raises `RecordError` naming the file and line."""
     p = Path(path)
-    if p.is_dir():
-        p = p / "trees.jsonl"
-    out = []
-    for line in p.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return out
+    return list(read_records(p / "trees.jsonl" if p.is_dir() else p))
 
 
-def _joint_completions(rec: dict[str, Any], j: int) -> list[str]:
-    joint = rec["joint_actions"][j]
-    return [rec["completions"][a][k] for a, k in enumerate(joint)]
+def _step(rec: NodeRecord, act: JointActionRecord) -> Step:
+    return Step(rec.id, rec.turn, act.index, rec.prompts, list(act.texts), float(act.reward),
+                None if act.ret is None else float(act.ret), act.detail)
 
 
-def _step(rec: dict[str, Any], j: int) -> Step:
-    returns = rec.get("returns") or []
-    details = rec.get("reward_details") or []
-    return Step(rec["id"], int(rec["turn"]), j, rec["prompts"], _joint_completions(rec, j),
-                float(rec["rewards"][j]), float(returns[j]) if j < len(returns) else None,
-                details[j] if j < len(details) else None)
-
-
-def trajectories(records: Iterable[dict[str, Any]]) -> Iterator[Trajectory]:
+def trajectories(records: Iterable[NodeRecord]) -> Iterator[Trajectory]:
     """Every root-to-leaf path: one per joint action that has no child node."""
-    by_id = {r["id"]: r for r in records}
+    by_id = {r.id: r for r in records}
     for rec in by_id.values():
-        children = rec.get("children") or {}
-        for j in range(len(rec.get("rewards") or [])):
-            if str(j) in children:
+        for act in rec.actions:
+            if act.child is not None:
                 continue
-            path = [_step(rec, j)]
+            path = [_step(rec, act)]
             cur = rec
-            while cur.get("parent") is not None and cur["parent"] in by_id:
-                parent = by_id[cur["parent"]]
-                path.append(_step(parent, int(cur["parent_action"])))
+            while cur.parent is not None and cur.parent in by_id and cur.parent_action is not None:
+                parent = by_id[cur.parent]
+                path.append(_step(parent, parent.actions[cur.parent_action]))
                 cur = parent
             path.reverse()
-            yield Trajectory(int(rec.get("step", 0)), str(rec.get("tree", cur["id"])), tuple(path))
+            yield Trajectory(rec.step, rec.tree, tuple(path))
 
 
 def merge_roles(messages: Sequence[Message]) -> list[Message]:
@@ -171,7 +147,7 @@ def to_training_format(trajectory: Trajectory, agent: int = 0, *, role_names: Se
             for s in trajectory.steps]
 
 
-def sft_records(records: Iterable[dict[str, Any]], *, only_success: bool = False, min_reward: float | None = None,
+def sft_records(records: Iterable[NodeRecord], *, only_success: bool = False, min_reward: float | None = None,
                 agents: Sequence[int] | None = None, role_names: Sequence[str] | None = None,
                 per_turn: bool = False) -> list[dict[str, Any]]:
     """SFT records of every trajectory passing the filters, each agent's chat once (duplicates dropped)."""
@@ -192,7 +168,7 @@ def sft_records(records: Iterable[dict[str, Any]], *, only_success: bool = False
     return out
 
 
-def preference_pairs(records: Iterable[dict[str, Any]], *, min_gap: float = 1e-9, only_success: bool = False,
+def preference_pairs(records: Iterable[NodeRecord], *, min_gap: float = 1e-9, only_success: bool = False,
                      min_reward: float | None = None, agents: Sequence[int] | None = None,
                      role_names: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """Best vs worst joint action of every node (by return, else reward), per agent whose texts differ.
@@ -203,28 +179,27 @@ def preference_pairs(records: Iterable[dict[str, Any]], *, min_gap: float = 1e-9
     """
     out = []
     for rec in records:
-        values = rec.get("returns") or rec.get("rewards") or []
+        values = _values(rec)
         if len(values) < 2:
             continue
         best = max(range(len(values)), key=lambda j: values[j])
         worst = min(range(len(values)), key=lambda j: values[j])
         if values[best] - values[worst] < min_gap:
             continue
-        details = rec.get("reward_details") or []
-        if only_success and not is_success(details[best] if best < len(details) else None):
+        actions = rec.actions
+        if only_success and not _passed(actions[best].detail):
             continue
         if min_reward is not None and values[best] < min_reward:
             continue
-        chosen, rejected = _joint_completions(rec, best), _joint_completions(rec, worst)
-        n = len(rec["prompts"])
-        for a in agents if agents is not None else range(n):
+        chosen, rejected = actions[best].texts, actions[worst].texts
+        for a in agents if agents is not None else range(rec.num_agents):
             if chosen[a] == rejected[a]:
                 continue
             out.append({
-                "prompt": merge_roles(prompt_of(rec["prompts"][a])),
+                "prompt": merge_roles(prompt_of(rec.prompts[a])),
                 "chosen": [{"role": "assistant", "content": chosen[a]}],
                 "rejected": [{"role": "assistant", "content": rejected[a]}],
-                "meta": {"step": rec.get("step"), "tree": rec.get("tree"), "node": rec["id"], "turn": rec["turn"],
+                "meta": {"step": rec.step, "tree": rec.tree, "node": rec.id, "turn": rec.turn,
                          "agent": a,
                          "role": role_names[a] if role_names and a < len(role_names) else f"agent{a}",
                          "chosen_value": values[best], "rejected_value": values[worst],
@@ -233,12 +208,17 @@ def preference_pairs(records: Iterable[dict[str, Any]], *, min_gap: float = 1e-9
     return out
 
 
-def nodes_with_gap(records: Iterable[dict[str, Any]], min_gap: float = 1e-9) -> tuple[int, int]:
+def _values(rec: NodeRecord) -> list[float]:
+    """What ranks a node's joint actions: their returns, else (never backed up) their rewards."""
+    return rec.returns or rec.rewards
+
+
+def nodes_with_gap(records: Iterable[NodeRecord], min_gap: float = 1e-9) -> tuple[int, int]:
     """(nodes with two or more joint actions, those whose best and worst values differ by at least min_gap):
     why `preference_pairs` found nothing, when it did."""
     groups = gapped = 0
     for rec in records:
-        values = rec.get("returns") or rec.get("rewards") or []
+        values = _values(rec)
         if len(values) >= 2:
             groups += 1
             gapped += max(values) - min(values) >= min_gap

@@ -1,4 +1,4 @@
-"""What a run writes to `training.output_dir`: metrics.jsonl, trees.jsonl, and through accelerate's trackers
+"""What a run writes to `training.output_dir`: metrics.jsonl, trees.jsonl (comlrl/tree_records.py), and through accelerate's trackers
 TensorBoard events (`tensorboard/`) and, optionally, a W&B run (`wandb/`).
 
 Only rank 0 constructs a writer. Files are appended line by line and flushed, so a crash loses at most
@@ -20,7 +20,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from comlrl.config import ConfigError, RunConfig, to_yaml
-from comlrl.tree import Node
+from comlrl.tree_records import NodeRecord
 
 # what a run leaves in its output_dir; config.yaml alone (a run that failed at start-up) is no run data
 RUN_OUTPUTS = ("metrics.jsonl", "trees.jsonl", "tensorboard", "wandb", "checkpoints", "final")
@@ -133,55 +133,12 @@ class RunWriter:
                    if k != "step" and isinstance(v, int | float) and math.isfinite(v)}
         self.accelerator.log(scalars, step=int(metrics["step"]))
 
-    def write_trees(self, records: list[dict]) -> None:
+    def write_trees(self, records: list[NodeRecord]) -> None:
         with self.trees_path.open("a") as f:
             for r in records:
-                f.write(json.dumps(r) + "\n")
+                f.write(r.to_line())
 
     def close(self) -> None:
         for tracker in self.accelerator.trackers:  # flushes TensorBoard, syncs or closes the W&B run
             tracker.finish()
 
-
-def _text(completion: Any) -> str:
-    return getattr(completion, "text", completion)
-
-
-def _detail(detail: Any) -> Any:
-    if detail is None:
-        return None
-    comps = getattr(detail, "components", None)
-    out: dict[str, Any] = {}
-    if comps is not None:
-        out["components"] = dict(comps)
-    for name in ("tests_passed", "tests_total", "helper_called", "helper_result_used", "thin_wrapper"):
-        if hasattr(detail, name):
-            out[name] = getattr(detail, name)
-    return out or None
-
-
-def node_records(roots: list[Node], step: int, prefix: str, num_agents: int) -> list[dict]:
-    """One JSON-ready record per node of every tree, ids made unique per step and rank."""
-    records = []
-    for root in roots:
-        for node in root.walk():
-            records.append(
-                {
-                    "step": step,
-                    "id": f"{prefix}{node.id}",
-                    "parent": None if node.parent is None else f"{prefix}{node.parent}",
-                    "parent_action": node.parent_action,
-                    "turn": node.turn,
-                    "tree": f"{prefix}{node.root}",
-                    "prompts": node.messages,
-                    "completions": [[_text(c) for c in node.completions[a]] for a in range(num_agents)],
-                    "joint_actions": [list(j) for j in node.joint],
-                    "rewards": node.rewards,
-                    "returns": node.returns,
-                    "advantages": node.advantages,
-                    "reward_details": [_detail(d) for d in node.details],
-                    "pruned": node.terminated,
-                    "children": {str(j): f"{prefix}{c.id}" for j, c in node.children.items()},
-                }
-            )
-    return records

@@ -24,9 +24,10 @@ from comlrl.console import quiet_console
 from comlrl.contracts import Continuation, JointTurn, Task, Transition
 from comlrl.distributed import WorldSizeError, reduce_sums
 from comlrl.rollout import TreeShape, expand_trees, make_roots
-from comlrl.run_outputs import RUN_OUTPUTS, RunWriter, check_output_dir, make_trackers, node_records
+from comlrl.run_outputs import RUN_OUTPUTS, RunWriter, check_output_dir, make_trackers
 from comlrl.run_report import write_report
 from comlrl.tree import Node, TreeStats, backup_returns
+from comlrl.tree_records import node_records
 from comlrl.update import train_on_trees
 
 log = logging.getLogger("comlrl")

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from comlrl.export import load_trees, nodes_with_gap, preference_pairs, sft_records, write_jsonl
+from comlrl.tree_records import NodeRecord, RecordError
 
 
 def role_names(trees_path: Path) -> list[str] | None:
@@ -34,7 +35,7 @@ def role_names(trees_path: Path) -> list[str] | None:
         return None
 
 
-def why_no_pairs(records: list[dict], args: argparse.Namespace) -> str:
+def why_no_pairs(records: list[NodeRecord], args: argparse.Namespace) -> str:
     groups, gapped = nodes_with_gap(records, args.min_gap)
     if not gapped:
         return (f"no group with a reward difference: the {groups} nodes' joint actions all tied "
@@ -63,7 +64,11 @@ def main(argv: list[str] | None = None) -> int:
     if not path.is_file():
         print(f"export: {path} does not exist", file=sys.stderr)
         return 2
-    records = load_trees(path)
+    try:
+        records = load_trees(path)
+    except RecordError as exc:
+        print(f"export: {exc}", file=sys.stderr)
+        return 2
     roles = role_names(path)
     if args.sft:
         rows = sft_records(records, only_success=args.only_success, min_reward=args.min_reward, agents=args.agents,

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from comlrl.tree_records import NodeRecord, RecordError, read_records
 from comlrl.viz import VizError
 
 BOX_W = 196
@@ -55,33 +56,30 @@ def _ranges(steps: Iterable[int]) -> str:
     return ", ".join(out)
 
 
-def load_step(run_dir: str | Path, step: int, tree: str | None = None) -> list[dict]:
-    """The node records of one step (optionally one tree) of a run, in file order; VizError if absent."""
+def load_step(run_dir: str | Path, step: int, tree: str | None = None) -> list[NodeRecord]:
+    """The node records of one step (optionally one tree) of a run, in file order; VizError if absent or
+    a line is not a node record."""
     run = Path(run_dir)
     if not run.is_dir():
         raise VizError(f"run directory not found: {run}")
     path = run / "trees.jsonl"
     if not path.is_file():
         raise VizError(f"no trees.jsonl in {run} (the trainer writes it after the first training step)")
-    records: list[dict] = []
+    records: list[NodeRecord] = []
     steps: set[int] = set()
-    with path.open() as f:
-        for line in f:
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut by a crash
-            if not isinstance(rec, dict) or not isinstance(rec.get("step"), int):
-                continue
-            steps.add(rec["step"])
-            if rec["step"] == step:
+    try:
+        for rec in read_records(path):
+            steps.add(rec.step)
+            if rec.step == step:
                 records.append(rec)
+    except RecordError as exc:
+        raise VizError(str(exc)) from None
     if not records:
         avail = _ranges(steps) if steps else "none (the file is empty)"
         raise VizError(f"step {step} is not in {path}; available steps: {avail}")
     if tree is not None:
-        trees = list(dict.fromkeys(str(r.get("tree")) for r in records))
-        records = [r for r in records if str(r.get("tree")) == tree]
+        trees = list(dict.fromkeys(r.tree for r in records))
+        records = [r for r in records if r.tree == tree]
         if not records:
             raise VizError(f"tree {tree!r} is not in step {step} of {path}; trees of that step: {', '.join(trees)}")
     return records
@@ -89,7 +87,7 @@ def load_step(run_dir: str | Path, step: int, tree: str | None = None) -> list[d
 
 @dataclass
 class _Placed:
-    rec: dict
+    rec: NodeRecord
     depth: int
     kids: list[tuple[int, _Placed]] = field(default_factory=list)  # (joint-action index, child)
     x: float = 0.0
@@ -107,38 +105,34 @@ def _fmt(value: Any, digits: int = 2) -> str:
     return "–"
 
 
-def _action_label(joint: list[list[int]], j: int) -> str:
-    if 0 <= j < len(joint) and isinstance(joint[j], list):
+def _action_label(joint: list[list[int]], j: int | None) -> str:
+    if j is not None and 0 <= j < len(joint):
         return "(" + ",".join(str(g) for g in joint[j]) + ")"
     return f"#{j}"
 
 
-def _trees(records: list[dict]) -> list[_Placed]:
+def _trees(records: list[NodeRecord]) -> list[_Placed]:
     """Link records into trees; a record whose parent is absent starts a tree of its own."""
-    by_id = {str(r.get("id")): r for r in records}
+    by_id = {r.id: r for r in records}
     placed: dict[str, _Placed] = {}
     roots: list[_Placed] = []
 
-    def build(rec: dict, depth: int, seen: set[str]) -> _Placed:
+    def build(rec: NodeRecord, depth: int, seen: set[str]) -> _Placed:
         node = _Placed(rec, depth)
-        placed[str(rec.get("id"))] = node
-        children = rec.get("children") or {}
-        for key, cid in sorted(children.items(), key=lambda kv: int(kv[0]) if str(kv[0]).isdigit() else 0):
-            cid = str(cid)
+        placed[rec.id] = node
+        for j, cid in sorted(rec.children.items()):
             if cid in by_id and cid not in seen and cid not in placed:
-                node.kids.append((int(key) if str(key).isdigit() else -1, build(by_id[cid], depth + 1, seen | {cid})))
+                node.kids.append((j, build(by_id[cid], depth + 1, seen | {cid})))
         return node
 
     for rec in records:
-        rid = str(rec.get("id"))
-        if rid in placed:
+        if rec.id in placed:
             continue
-        parent = rec.get("parent")
-        if parent is None or str(parent) not in by_id:
-            roots.append(build(rec, 0, {rid}))
+        if rec.parent is None or rec.parent not in by_id:
+            roots.append(build(rec, 0, {rec.id}))
     for rec in records:  # anything unreachable (a cycle or a broken link) still gets shown
-        if str(rec.get("id")) not in placed:
-            roots.append(build(rec, 0, {str(rec.get("id"))}))
+        if rec.id not in placed:
+            roots.append(build(rec, 0, {rec.id}))
     return roots
 
 
@@ -182,17 +176,15 @@ def _svg(root: _Placed, lo: float, hi: float) -> tuple[str, int]:
     out = [f'<svg class="tree-svg" xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
            f'viewBox="0 0 {width:.0f} {height:.0f}" data-w="{width:.0f}" data-h="{height:.0f}">']
     for d in range(max(n.depth for n in nodes) + 1):
-        turns = sorted({n.rec.get("turn") for n in nodes if n.depth == d}, key=str)
+        turns = sorted({n.rec.turn for n in nodes if n.depth == d})
         label = "turn " + "/".join(e(str(t)) for t in turns)
         out.append(f'<text class="col-head" x="{PAD + d * (BOX_W + GAP_X):.0f}" y="{PAD + 4}">{label}</text>')
     edges: list[str] = []
     boxes: list[str] = []
-    by_id = {str(n.rec.get("id")): n for n in nodes}
+    by_id = {n.rec.id: n for n in nodes}
     for n in nodes:
         rec = n.rec
-        rewards = rec.get("rewards") or []
-        returns = rec.get("returns") or []
-        joint = rec.get("joint_actions") or []
+        rewards, returns, joint = rec.rewards, rec.returns, rec.joint_actions
         cy = n.y + BOX_H / 2
         for j, kid in n.kids:
             ky = kid.y + BOX_H / 2
@@ -204,7 +196,7 @@ def _svg(root: _Placed, lo: float, hi: float) -> tuple[str, int]:
             col = _colour(ret if isinstance(ret, int | float) else None, lo, hi)
             label = f"{_action_label(joint, j)}  r {_fmt(rew)} · R {_fmt(ret)}"
             edges.append(
-                f'<g class="edge" data-parent="{e(str(rec.get("id")))}" data-child="{e(str(kid.rec.get("id")))}" '
+                f'<g class="edge" data-parent="{e(rec.id)}" data-child="{e(kid.rec.id)}" '
                 f'data-action="{j}"><path d="M{x1:.1f},{cy:.1f} C{mid:.1f},{cy:.1f} {mid:.1f},{ky:.1f} '
                 f'{bend:.1f},{ky:.1f} L{x2:.1f},{ky:.1f}" stroke="{col}"/>'
                 f'<text x="{x2 - 8:.1f}" y="{ky - 5:.1f}" text-anchor="end">{e(label)}</text></g>'
@@ -215,21 +207,19 @@ def _svg(root: _Placed, lo: float, hi: float) -> tuple[str, int]:
             lR = _mean([returns[j] for j in leaf if j < len(returns)])
             sx = n.x + BOX_W
             edges.append(
-                f'<g class="leaf-stub" data-parent="{e(str(rec.get("id")))}"><path d="M{sx:.1f},{cy:.1f} '
+                f'<g class="leaf-stub" data-parent="{e(rec.id)}"><path d="M{sx:.1f},{cy:.1f} '
                 f'L{sx + 22:.1f},{cy:.1f}" stroke="{_colour(lR, lo, hi)}"/>'
                 f'<text x="{sx + 27:.1f}" y="{cy - 3:.1f}">{len(leaf)} leaf action{"s" * (len(leaf) != 1)}</text>'
                 f'<text x="{sx + 27:.1f}" y="{cy + 10:.1f}">r̄ {_fmt(lr)} · R̄ {_fmt(lR)}</text></g>'
             )
-        pruned = bool(rec.get("pruned"))
-        advs = rec.get("advantages") or []
-        signal = any(a is not None for a in advs)
+        pruned = rec.pruned
+        signal = any(a is not None for a in rec.advantages)
         cls = "node" + (" pruned" if pruned else "") + ("" if signal else " nosignal")
-        nid = str(rec.get("id"))
-        tree_id = str(rec.get("tree", ""))
+        nid, tree_id = rec.id, rec.tree
         head = "…" + nid[len(tree_id):] if n.depth and tree_id and nid.startswith(tree_id) else nid
-        parent = by_id.get(str(rec.get("parent")))
-        if parent is not None and isinstance(rec.get("parent_action"), int):
-            head += f"  via {_action_label(parent.rec.get('joint_actions') or [], rec['parent_action'])}"
+        parent = by_id.get(rec.parent) if rec.parent is not None else None
+        if parent is not None and rec.parent_action is not None:
+            head += f"  via {_action_label(parent.rec.joint_actions, rec.parent_action)}"
         stats = f"r̄ {_fmt(_mean(rewards))} · R̄ {_fmt(_mean(returns))} · {len(rewards)} act"
         badge = (f'<text class="badge" x="{n.x + BOX_W - 6:.1f}" y="{n.y + 14:.1f}" text-anchor="end">✂ PRUNED</text>'
                  if pruned else "")
@@ -250,14 +240,13 @@ def _json_for_script(data: Any) -> str:
     return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
 
 
-def build_html(records: list[dict], title: str = "comlrl tree") -> str:
+def build_html(records: list[NodeRecord], title: str = "comlrl tree") -> str:
     """The whole page for these node records (one step; any number of trees)."""
     if not records:
         raise VizError("no nodes to draw")
     e = html.escape
     roots = _trees(records)
-    vals = [v for r in records for v in (r.get("returns") or []) + (r.get("rewards") or [])
-            if isinstance(v, int | float) and math.isfinite(v)]
+    vals = [v for r in records for v in r.returns + r.rewards if math.isfinite(v)]
     lo, hi = (min(vals), max(vals)) if vals else (0.0, 1.0)
     sections: list[str] = []
     nav: list[str] = []
@@ -265,26 +254,26 @@ def build_html(records: list[dict], title: str = "comlrl tree") -> str:
     for i, root in enumerate(roots):
         svg, count = _svg(root, lo, hi)
         total += count
-        tid = str(root.rec.get("tree", root.rec.get("id")))
+        tid = root.rec.tree
         per_turn: dict[Any, int] = {}
         pruned = 0
         stack = [root]
         while stack:
             n = stack.pop()
-            per_turn[n.rec.get("turn")] = per_turn.get(n.rec.get("turn"), 0) + 1
-            pruned += bool(n.rec.get("pruned"))
+            per_turn[n.rec.turn] = per_turn.get(n.rec.turn, 0) + 1
+            pruned += n.rec.pruned
             stack.extend(k for _, k in n.kids)
-        counts = ", ".join(f"turn {t}: {c}" for t, c in sorted(per_turn.items(), key=lambda kv: str(kv[0])))
+        counts = ", ".join(f"turn {t}: {c}" for t, c in sorted(per_turn.items()))
         anchor = f"tree-{i}"
         nav.append(f'<a href="#{anchor}">{e(tid)}</a>')
         sections.append(
             f'<section class="tree" id="{anchor}" data-tree="{e(tid)}"><h2>tree {e(tid)} '
             f'<span class="sub">{count} nodes ({e(counts)}), {pruned} pruned, '
-            f'r̄ {_fmt(_mean(root.rec.get("rewards")))} · R̄ {_fmt(_mean(root.rec.get("returns")))} at the root</span></h2>'
+            f'r̄ {_fmt(_mean(root.rec.rewards))} · R̄ {_fmt(_mean(root.rec.returns))} at the root</span></h2>'
             f'<div class="scroll">{svg}</div></section>'
         )
-    data = {str(r.get("id")): r for r in records}
-    n_pruned = sum(bool(r.get("pruned")) for r in records)
+    data = {r.id: r.to_json() for r in records}
+    n_pruned = sum(r.pruned for r in records)
     return _PAGE.format(
         title=e(title),
         summary=e(f"{len(roots)} tree{'s' * (len(roots) != 1)}, {total} nodes, {n_pruned} pruned; "
@@ -375,9 +364,9 @@ _JS = r"""
   function detailsText(d) {
     if (!d || typeof d !== 'object') return '';
     const parts = [];
-    if ('tests_total' in d) parts.push('tests ' + d.tests_passed + '/' + d.tests_total);
+    if (d.all_passed) parts.push('passed');
     if (d.components) for (const [k, v] of Object.entries(d.components)) if (v) parts.push(k + ' ' + fmt(v, 2));
-    for (const k of Object.keys(d)) if (!['components', 'tests_passed', 'tests_total'].includes(k) && d[k] === true) parts.push(k);
+    for (const note of d.notes || []) parts.push(note);
     return parts.join(' · ');
   }
   function show(id, scroll) {

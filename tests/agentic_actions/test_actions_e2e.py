@@ -51,22 +51,22 @@ def _check_run(out: Path, tokenizer_name: str, expect_success: bool) -> None:
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics if "loss" in m] == [1, 2][: len([m for m in metrics if "loss" in m])]
     records = load_trees(out)
-    assert records and {len(r["prompts"]) for r in records} == {2}
-    details = [d for r in records for d in r["reward_details"]]
-    judged = [d for d in details if "judge/task_completion" in d["components"]]
+    assert records and {len(r.prompts) for r in records} == {2}
+    details = [d for r in records for d in r.reward_details if d is not None]
+    judged = [d for d in details if "judge/task_completion" in d.components]
     trajs = list(trajectories(records))
     # every trajectory ends with a judged joint action (complete_task or the turn limit), scores recorded
     assert len(judged) >= len(trajs) > 0
     for t in trajs:
-        comps = t.steps[-1].detail["components"]
+        comps = t.steps[-1].detail.components
         assert comps["done"] == 1.0
         if not comps["after_done"]:
             assert all(f"judge/{k}" in comps for k in ("task_completion", "action_quality", "efficiency",
                                                       "creativity"))
-    executed = sum(d["components"]["actions_ok"] + d["components"]["actions_failed"] for d in details)
+    executed = sum(d.components["actions_ok"] + d.components["actions_failed"] for d in details)
     if expect_success:
         assert executed > 0 and any(t.success for t in trajs)
-        assert any(d["components"]["judge/task_completion"] == 10.0 for d in judged)
+        assert any(d.components["judge/task_completion"] == 10.0 for d in judged)
     sft = sft_records(records, only_success=expect_success)
     assert sft
     path = write_jsonl(out / "sft.jsonl", sft) and out / "sft.jsonl"
@@ -132,14 +132,14 @@ def test_trainer_on_action_tasks_smollm2(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     _check_run(out, "smollm2-135m-instruct", expect_success=False)
     records = load_trees(out)
-    assert len({r["tree"] for r in records}) == 2
-    answers = [text for r in records for per_agent in r["completions"] for text in per_agent]
+    assert len({r.tree for r in records}) == 2
+    answers = [text for r in records for per_agent in r.completions for text in per_agent]
     valid = [text for text in answers if parse_actions(text).actions]
     assert len(answers) == 24 and valid, answers  # the model's own answers hold valid actions
-    details = [d["components"] for r in records for d in r["reward_details"]]
+    details = [d.components for r in records for d in r.reward_details if d is not None]
     assert sum(c["actions_ok"] for c in details) >= 1  # ... which ran in a workspace and succeeded
     # and their observations open the next turn's prompts: "[operator] read_file: ok\nstats.py:\n..."
-    turn2 = [m["content"] for r in records if r["turn"] == 2 for chat in r["prompts"] for m in chat[-1:]]
+    turn2 = [m["content"] for r in records if r.turn == 2 for chat in r.prompts for m in chat[-1:]]
     assert any(re.search(r"^\[(operator|reviewer)\] \w+: ok$", text, re.M) for text in turn2), turn2
     exported = subprocess.run(
         [sys.executable, "scripts/export.py", str(out), "--sft", str(out / "sft_cli.jsonl"),

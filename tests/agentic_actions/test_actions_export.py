@@ -14,8 +14,6 @@ from act_rollout import problems, rollout
 
 from comlrl.export import (
     chat_of,
-    is_success,
-    load_trees,
     merge_roles,
     preference_pairs,
     sft_records,
@@ -23,9 +21,9 @@ from comlrl.export import (
     trajectories,
     write_jsonl,
 )
-from comlrl.run_outputs import node_records
 from comlrl.tasks.actions import ActionsTask
 from comlrl.tree import backup_returns
+from comlrl.tree_records import NodeRecord, node_records
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,18 +37,24 @@ def tokenizer():
     return AutoTokenizer.from_pretrained(resolve_model_path("tiny-random"))
 
 
-def action_trees(sandbox, tmp_path: Path, mode: str = "align") -> list[dict]:
+def reread(records: list[NodeRecord]) -> list[NodeRecord]:
+    """The records as they come back from trees.jsonl (fresh copies)."""
+    return [NodeRecord.from_json(json.loads(r.to_line())) for r in records]
+
+
+def action_trees(sandbox, tmp_path: Path, mode: str = "align") -> list[NodeRecord]:
     probs = problems("setup-api-app")
     task = ActionsTask(sandbox, SimpleNamespace(max_turns=2), root=str(tmp_path / "ws"))
     roots = rollout(task, probs, mode, turns=2)
     for r in roots:
         backup_returns(r, 1.0)
     task.close()
-    return json.loads(json.dumps(node_records(roots, 1, "s1r0t", 2)))  # exactly what trees.jsonl holds
+    return reread(node_records(roots, 1, "s1r0t", 2))
 
 
-def code_trees() -> list[dict]:
-    """Two-turn code-collaboration records: turn 2 prompts are fresh feedback prompts, not chat continuations."""
+def code_trees() -> list[NodeRecord]:
+    """Two-turn code-collaboration records: turn 2 prompts are fresh feedback prompts, not chat continuations.
+    Written as schema-1 lines (test counts, no pass verdict), which still load."""
     sys_h, sys_m = "You are the helper agent.", "You are the main agent."
     p1 = [[{"role": "system", "content": sys_h}, {"role": "user", "content": "Write aux for add."}],
           [{"role": "system", "content": sys_m}, {"role": "user", "content": "Write add."}]]
@@ -61,20 +65,21 @@ def code_trees() -> list[dict]:
             "completions": [["def aux(a, b): return a", "def aux(a, b): return a + b"],
                             ["def add(a, b): return aux(a, b)", "def add(a, b): return 0"]],
             "joint_actions": [[0, 0], [1, 1]], "rewards": [1.0, 0.5], "returns": [3.0, 0.5],
-            "reward_details": [detail(0), detail(1)], "children": {"0": "t0.0"}}
+            "advantages": [None, None], "reward_details": [detail(0), detail(1)], "pruned": False,
+            "children": {"0": "t0.0"}}
     child = {"step": 1, "id": "t0.0", "parent": "t0", "parent_action": 0, "turn": 2, "tree": "t0", "prompts": p2,
              "completions": [["def aux(a, b): return a + b", "def aux(a, b): return b"],
                              ["def add(a, b): return aux(a, b)", "def add(a, b): return aux(b, a)"]],
              "joint_actions": [[0, 0], [1, 1]], "rewards": [2.0, 1.0], "returns": [2.0, 1.0],
-             "reward_details": [detail(2), detail(1)], "children": {}}
-    return [root, child]
+             "advantages": [None, None], "reward_details": [detail(2), detail(1)], "pruned": False, "children": {}}
+    return [NodeRecord.from_json(root), NodeRecord.from_json(child)]
 
 
 def test_answer_prefix_is_not_repeated_in_exports(tokenizer) -> None:
     recs = code_trees()
-    prefixed = json.loads(json.dumps(recs))
+    prefixed = reread(recs)
     for rec in prefixed:  # as the trainer writes code trees: prompts end with the answer prefix
-        for a, msgs in enumerate(rec["prompts"]):
+        for a, msgs in enumerate(rec.prompts):
             msgs.append({"role": "assistant", "content": "def aux(" if a == 0 else "def add("})
     assert sft_records(prefixed) == sft_records(recs)
     assert preference_pairs(prefixed) == preference_pairs(recs)
@@ -115,7 +120,7 @@ def test_action_trees_export(sandbox, tmp_path: Path, tokenizer, mode: str) -> N
     per_node = 2 if mode == "align" else 4
     assert len(trajs) == per_node * per_node
     ok = [t for t in trajs if t.success]
-    assert ok and all(t.steps[-1].detail["components"]["judge/task_completion"] == 10.0 for t in ok)
+    assert ok and all(t.steps[-1].detail.components["judge/task_completion"] == 10.0 for t in ok)
     sft = sft_records(recs, only_success=True, role_names=["operator", "reviewer"])
     assert sft and all(r["meta"]["success"] for r in sft)
     for rec in sft:
@@ -132,21 +137,19 @@ def test_action_trees_export(sandbox, tmp_path: Path, tokenizer, mode: str) -> N
 def test_merge_and_chat_helpers() -> None:
     assert merge_roles([{"role": "user", "content": "a"}, {"role": "user", "content": "b"},
                         {"role": "system", "content": "late"}]) == [{"role": "user", "content": "a\n\nb\n\nlate"}]
-    assert not is_success(None) and is_success({"components": {"success": 1.0}})
-    assert not is_success({"tests_passed": 0, "tests_total": 0})
     assert chat_of([], 0) == []
 
 
 def test_export_script(sandbox, tmp_path: Path, tokenizer) -> None:
     run = tmp_path / "run"
-    write_jsonl(run / "trees.jsonl", action_trees(sandbox, tmp_path) + code_trees())
+    write_jsonl(run / "trees.jsonl", [r.to_json() for r in action_trees(sandbox, tmp_path) + code_trees()])
     (run / "config.yaml").write_text("task:\n  name: actions\n")
     out = subprocess.run([sys.executable, "scripts/export.py", str(run), "--sft", str(tmp_path / "sft.jsonl"),
                           "--pairs", str(tmp_path / "pairs.jsonl"), "--min-reward", "0"],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "sft:" in out.stdout and "pairs:" in out.stdout
-    rows = load_trees(tmp_path / "sft.jsonl")
+    rows = [json.loads(line) for line in (tmp_path / "sft.jsonl").read_text().splitlines()]
     assert rows and {r["meta"]["role"] for r in rows} <= {"operator", "reviewer"}
     for r in rows:
         tokenizer.apply_chat_template(r["messages"], tokenize=False)

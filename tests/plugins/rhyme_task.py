@@ -20,6 +20,7 @@ class RhymeReward:
     total: float
     components: dict[str, float] = field(default_factory=dict)
     all_passed: bool = False
+    notes: tuple[str, ...] = ()  # trees.jsonl records them with the components and the verdict
 
 
 def rhyme_reward(target: str, text: str) -> RhymeReward:

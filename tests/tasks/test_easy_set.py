@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from comlrl.tasks.base import Problem
+from comlrl.tasks.code.common import prompt_preamble
 from comlrl.tasks.code.extract import extract_code, function_header
-from comlrl.tasks.code.measure import canonical_code, check_program, run_check
+from comlrl.tasks.code.measure import canonical_code, measure_sandbox, passes
+from comlrl.tasks.code.single import CodeSingleTask
 from comlrl.tasks.datasets import load_easy
 
 # Constant answers that must never pass a problem's tests (else the tests do not test anything).
@@ -29,6 +31,12 @@ for program in json.load(sys.stdin):
         results.append(False)
 print(json.dumps(results))
 """
+
+
+def check_program(problem: Problem, code: str) -> str:
+    """A program that raises unless `code` passes all of the problem's tests (trusted code: these tests')."""
+    return (f"{prompt_preamble(problem.prompt, problem.entry_point)}\n{code}\n\n{problem.test}\n\n"
+            f"check({problem.entry_point})\n")
 
 
 def run_batch(programs: list[str]) -> list[bool]:
@@ -96,13 +104,28 @@ def test_canonical_answer_in_chat_form_survives_extraction() -> None:
     assert all(run_batch(programs))
 
 
-def test_run_check_isolates_and_times_out() -> None:
-    p = EASY[0]
-    assert run_check(p, canonical_code(p)) is True
-    assert run_check(p, stub(p, "0")) is False
-    assert run_check(p, "import time\ntime.sleep(30)\n", timeout_s=1.0) is False
-    # exiting with status 0 before the tests run is not a pass
-    assert run_check(p, "def add(a, b):\n    return 0\nimport sys\nsys.exit(0)\n") is False
+def fenced(code: str) -> str:
+    return f"```python\n{code}```"
+
+
+def test_measurement_scores_in_the_sandbox_and_early_exits_never_pass() -> None:
+    """measure.py ran samples in its own subprocess; it now scores them as training does, in the sandbox,
+    where every assert is judged: a program that ends before the asserts (exit status 0) fails."""
+    p = next(q for q in EASY if q.entry_point == "add")
+    right = "def add(a, b):\n    return a + b\n"
+    cheats = [
+        "def add(a, b):\n    return 0\nimport sys\nsys.exit(0)\n",
+        "def add(a, b):\n    return 0\nimport os\nos._exit(0)\n",
+        "import os\ndef add(a, b):\n    os._exit(0)\n",  # exits from inside the first assert
+        "def add(a, b):\n    raise SystemExit(0)\n",
+        "import atexit, os\natexit.register(lambda: os._exit(0))\ndef add(a, b):\n    return 0\n",
+        "import time\ndef add(a, b):\n    time.sleep(30)\n",
+    ]
+    with measure_sandbox() as box:
+        task = CodeSingleTask(box)
+        assert passes(task, p, [fenced(right), fenced(canonical_code(p)), fenced(stub(p, "0"))]) == [True, True, False]
+        assert passes(task, p, [fenced(c) for c in cheats]) == [False] * len(cheats)
+        assert box.stats["executed"] >= 1 + len(cheats)  # the sandbox ran them, not this process
 
 
 @pytest.mark.slow
@@ -123,3 +146,10 @@ def test_embedded_model_solves_some_but_not_all(tmp_path: Path, capsys: pytest.C
     assert summary["solved_at_least_once"] >= 1  # add / max_of_two / is_even are solved by this model
     assert summary["sample_pass_rate"] < 1.0
     assert "Easy/0" in capsys.readouterr().out
+
+
+def test_measurement_starts_no_process_of_its_own() -> None:
+    import comlrl.tasks.code.measure as measure
+
+    source = Path(measure.__file__).read_text()
+    assert "subprocess" not in source and "preexec_fn" not in source and "exec(" not in source

@@ -12,8 +12,8 @@ from typing import Any
 
 from comlrl.advantages import assign_advantages
 from comlrl.rollout import TreeShape, expand_trees, make_roots
-from comlrl.run_outputs import node_records
 from comlrl.tree import backup_returns
+from comlrl.tree_records import NodeRecord, node_records
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).with_name("data")
@@ -24,7 +24,7 @@ NODE_RE = re.compile(r'<g class="node[ "]')
 
 
 def synthetic_records(step: int = 1, mode: str = "align", num_agents: int = 2, g: int = 2, turns: int = 3,
-                      threshold: float | None = 0.5, trees: int = 1, prefix: str | None = None) -> list[dict]:
+                      threshold: float | None = 0.5, trees: int = 1, prefix: str | None = None) -> list[NodeRecord]:
     """Node records as the trainer writes them, from fake generate/score/feedback callables.
 
     Rewards: 0.25 + 0.1 * (index of the joint action), except that a turn-2 node reached by joint action 1
@@ -61,14 +61,14 @@ def synthetic_records(step: int = 1, mode: str = "align", num_agents: int = 2, g
     return node_records(roots, step, prefix if prefix is not None else f"s{step}r0t", num_agents)
 
 
-def write_run(run_dir: Path, steps: dict[int, list[dict]] | None = None, metrics: list[dict] | None = None) -> Path:
+def write_run(run_dir: Path, steps: dict[int, list[NodeRecord]] | None = None, metrics: list[dict] | None = None) -> Path:
     """A run directory with trees.jsonl (step -> records) and/or metrics.jsonl lines."""
     run_dir.mkdir(parents=True, exist_ok=True)
     if steps is not None:
         with (run_dir / "trees.jsonl").open("w") as f:
             for recs in steps.values():
                 for r in recs:
-                    f.write(json.dumps(r) + "\n")
+                    f.write(r.to_line())
     if metrics is not None:
         (run_dir / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in metrics))
     return run_dir

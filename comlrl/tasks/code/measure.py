@@ -4,8 +4,9 @@
 
 Learning is only visible when the untrained model solves some problems sometimes, but not all of them
 always; this prints the pass rate per problem and the fraction of problems solved at least once.
-Programs run in a child process with a timeout and resource limits (the sandbox package does this
-properly for training; this tool must also work without it, to validate data sets).
+A sample passes when the training reward says so: `CodeSingleTask` extracts its code and runs the tests
+in the project's sandbox (`sandbox/`, with the default `sandbox.*` limits), the one place untrusted code
+runs.
 """
 
 from __future__ import annotations
@@ -13,60 +14,32 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import secrets
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from comlrl.config import SandboxConfig
 from comlrl.llm.local_model import load_model, sample
 from comlrl.tasks.base import Problem
-from comlrl.tasks.code.common import prompt_preamble
-from comlrl.tasks.code.extract import extract_code, function_header
 from comlrl.tasks.code.single import CodeSingleTask
 from comlrl.tasks.datasets import load_problems
 
 
-def check_program(problem: Problem, code: str, sentinel: str = "") -> str:
-    """A program that raises unless `code` passes all of the problem's tests, then prints `sentinel`."""
-    tail = f"print({sentinel!r})\n" if sentinel else ""
-    return (
-        f"{prompt_preamble(problem.prompt, problem.entry_point)}\n{code}\n\n{problem.test}\n\n"
-        f"check({problem.entry_point})\n{tail}"
-    )
+def passes(task: CodeSingleTask, problem: Problem, completions: Sequence[str]) -> list[bool]:
+    """Per completion, whether training would count it as solved: the task's reward, whose tests run in
+    the task's sandbox and are judged one by one there, passed every test. So code that ends the
+    program early (`sys.exit(0)`, `os._exit(0)`) before the asserts never passes."""
+    return [r.all_passed for r in task.score([(problem, [c]) for c in completions])]
 
 
-def _limits() -> None:  # pragma: no cover - runs in the child
-    import resource
+def measure_sandbox() -> Any:
+    """The sandbox training uses by default (`sandbox.*` defaults of comlrl/config.py)."""
+    from sandbox.executor import Sandbox
 
-    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
-
-
-def run_check(problem: Problem, code: str, timeout_s: float = 10.0) -> bool:
-    """Whether `code` passes the problem's tests, run in a fresh child Python (never in this process).
-
-    Success is a random sentinel printed after the tests, so code that exits early with status 0
-    does not pass.
-    """
-    sentinel = f"comlrl-passed-{secrets.token_hex(8)}"
-    with tempfile.TemporaryDirectory(prefix="comlrl-check-") as tmp:
-        try:
-            proc = subprocess.run(
-                [sys.executable, "-I", "-c", check_program(problem, code, sentinel)],
-                cwd=tmp,
-                env={"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0"},
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                timeout=timeout_s,
-                preexec_fn=_limits if os.name == "posix" else None,
-            )
-        except subprocess.TimeoutExpired:
-            return False
-    return proc.returncode == 0 and sentinel in proc.stdout.decode("utf-8", "replace").splitlines()
+    cfg = SandboxConfig()
+    return Sandbox(workers=cfg.workers or None, timeout_s=cfg.timeout_s, memory_mb=cfg.memory_mb,
+                   isolation=cfg.isolation, cache=cfg.cache)
 
 
 def canonical_code(problem: Problem) -> str:
@@ -74,20 +47,9 @@ def canonical_code(problem: Problem) -> str:
     return problem.prompt + (problem.canonical_solution or "")
 
 
-def measure(args: argparse.Namespace) -> dict[str, Any]:
-    """Sample, extract, run; returns per-problem pass counts and the summary."""
-    import torch
-
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)
-    problems = load_problems(args.dataset, args.path)[: args.limit]
-    task = CodeSingleTask(sandbox=None)
-    t0 = time.perf_counter()
-    tok, model = load_model(args.model)
-    model.eval()
-    load_s = time.perf_counter() - t0
+def _sample_and_score(args: argparse.Namespace, problems: list[Problem], tok: Any, model: Any,
+                      task: CodeSingleTask) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
-    t0 = time.perf_counter()
     for start in range(0, len(problems), args.batch):
         chunk = problems[start : start + args.batch]
         prompts = [
@@ -97,13 +59,28 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         for problem, completions in zip(
             chunk, sample(tok, model, prompts, args.samples, args.temperature, args.max_new_tokens), strict=True
         ):
-            header = function_header(problem.prompt, problem.entry_point)
-            codes = [extract_code(c, problem.entry_point, header) for c in completions]
-            passed = [run_check(problem, code) for code in codes]
+            passed = passes(task, problem, completions)
             rows.append({"task_id": problem.task_id, "entry_point": problem.entry_point,
                          "passed": sum(passed), "samples": len(passed),
                          "completions": completions if args.keep_completions else None})
             print(f"{problem.task_id:>10} {problem.entry_point:<24} {sum(passed)}/{len(passed)}", flush=True)
+    return rows
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    """Sample, score in the sandbox; returns per-problem pass counts and the summary."""
+    import torch
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    problems = load_problems(args.dataset, args.path)[: args.limit]
+    t0 = time.perf_counter()
+    tok, model = load_model(args.model)
+    model.eval()
+    load_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    with measure_sandbox() as box:
+        rows = _sample_and_score(args, problems, tok, model, CodeSingleTask(box))
     solved = [r for r in rows if r["passed"] > 0]
     summary = {
         "problems": len(rows),
