@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from comlrl.config import ExternalConfig
 from feedback import expert_edits, level_feedback, level_passed, passed, plain
 from feedback.context import FeedbackContext, FeedbackOptions, Messages
 from feedback.counters import FeedbackMetrics, default_metrics
@@ -32,19 +33,19 @@ def _mode(name: str, key: str) -> Builder:
 
 def build_next_messages(
     contexts: Sequence[FeedbackContext],
-    external_cfg: Any,
+    external_cfg: ExternalConfig,
     expert: Any = None,
     metrics: FeedbackMetrics | None = None,
 ) -> list[list[Messages]]:
     """Messages per context, per agent. `expert` (from `make_expert`) is required for expert_edits."""
     m = metrics if metrics is not None else default_metrics()
-    mode = str(getattr(external_cfg, "mode", "level_feedback"))
+    mode = external_cfg.mode
     opts = FeedbackOptions.from_config(external_cfg)
     if mode != "expert_edits":
         builder = _mode(mode, "external.mode")
         m.inc(f"prompts/{mode}", len(contexts))
         return [builder(ctx, opts) for ctx in contexts]
-    fallback_name = str(getattr(external_cfg, "expert_fallback", "level_feedback"))
+    fallback_name = external_cfg.expert_fallback
     fallback = _mode(fallback_name, "external.expert_fallback")
     if expert is None:
         raise ValueError("external.mode=expert_edits needs an expert: build one at start-up with "

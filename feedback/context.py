@@ -6,9 +6,11 @@ without models, sandboxes or the trainer.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from comlrl.config import ExternalConfig
+from feedback.results import CodeResults
 
 SLICE_OF = ("tests", "failing")
 CONTEXTS = ("minimal", "full")
@@ -23,9 +25,9 @@ class FeedbackContext:
     `history[i]` holds agent i's previous responses, oldest first; the last one is being revised.
     `codes[i][t]` is the code the task extracted from `history[i][t]`; the last one is the code the
     reward scored, so prompts show the code that ran. Feedback never parses responses itself: without
-    `codes` the responses are shown as written. `reward` is a `comlrl.tasks.code.reward.CodeReward`
-    (read by attribute, so any object with the same fields works). `entry_point` is optional and only
-    names the function in the instructions.
+    `codes` the responses are shown as written. `reward` is what the built-in modes read (`CodeResults`,
+    which `comlrl.tasks.code.reward.CodeReward` satisfies); a mode registered for a task of its own gets
+    that task's reward here. `entry_point` is optional and only names the function in the instructions.
     """
 
     problem: str
@@ -33,7 +35,7 @@ class FeedbackContext:
     role_instructions: list[str]
     initial_messages: list[Messages]
     history: list[list[str]]
-    reward: Any
+    reward: CodeResults
     entry_point: str = ""
     codes: list[list[str]] | None = None
 
@@ -83,19 +85,19 @@ class FeedbackOptions:
     max_shown_asserts: int = 10  # hard cap even for sandbox_slice='all'
 
     @classmethod
-    def from_config(cls, external_cfg: Any) -> FeedbackOptions:
-        """Read the `external` config section (any object with those attributes)."""
-        slice_of = str(getattr(external_cfg, "sandbox_slice_of", "tests"))
-        context = str(getattr(external_cfg, "passed_context", "minimal"))
+    def from_config(cls, external_cfg: ExternalConfig) -> FeedbackOptions:
+        """Read the `external` config section."""
+        slice_of = str(external_cfg.sandbox_slice_of)
+        context = str(external_cfg.passed_context)
         for key, value, allowed in (("sandbox_slice_of", slice_of, SLICE_OF), ("passed_context", context, CONTEXTS)):
             if value not in allowed:
                 raise ValueError(f"external.{key}={value!r} is not allowed; expected one of: {', '.join(allowed)}")
         return cls(
-            sandbox_slice=getattr(external_cfg, "sandbox_slice", 1),
+            sandbox_slice=external_cfg.sandbox_slice,
             sandbox_slice_of=slice_of,
             passed_context=context,
-            include_original_prompt=bool(getattr(external_cfg, "include_original_prompt", True)),
-            include_history=bool(getattr(external_cfg, "include_history", True)),
+            include_original_prompt=bool(external_cfg.include_original_prompt),
+            include_history=bool(external_cfg.include_history),
         )
 
 
@@ -115,6 +117,3 @@ def one_line(text: Any, limit: int) -> str:
     s = " ".join(str(text or "").split())
     return s if len(s) <= limit else s[: max(0, limit - 3)] + "..."
 
-
-def as_list(items: Sequence[Any] | None) -> list[Any]:
-    return list(items) if items else []

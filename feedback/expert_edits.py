@@ -45,10 +45,9 @@ def expert_messages(ctx: FeedbackContext, opts: FeedbackOptions | None = None) -
         results.append("Syntax errors: " + "; ".join(f"{name}: {s}" for name, s in syn))
     fails = failing_asserts(ctx)[:EXPERT_MAX_ASSERTS]
     for a in fails:
-        msg = one_line(getattr(a, "message", "") or "", o.max_error_chars)
-        err = "timed out" if getattr(a, "status", "") == "timeout" else (
-            f"{getattr(a, 'error_type', None) or 'AssertionError'}" + (f": {msg}" if msg else ""))
-        results.append(f"Failing: {one_line(getattr(a, 'source', ''), o.max_assert_chars)} -> {err}")
+        msg = one_line(a.message, o.max_error_chars)
+        err = "timed out" if a.status == "timeout" else (a.error_type or "AssertionError") + (f": {msg}" if msg else "")
+        results.append(f"Failing: {one_line(a.source, o.max_assert_chars)} -> {err}")
     keys = ", ".join(json.dumps(n) for n in ctx.role_names)
     user = "\n\n".join([
         "Problem:\n" + cap(ctx.problem.strip("\n"), o.max_problem_chars),

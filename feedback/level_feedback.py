@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import re
 
-from feedback.context import FeedbackContext, FeedbackOptions, Messages, as_list, one_line
+from feedback.context import FeedbackContext, FeedbackOptions, Messages, one_line
 from feedback.render import (
     analysis_for,
     assemble,
     assert_lines,
     helper_usage,
-    is_defined,
     run_problem,
     syntax_errors,
     test_counts,
     tests_ran,
 )
+from feedback.results import AgentAnalysis
 
 # Reward notes that restate a fact the lines above already show (comlrl/tasks/code/reward.py wording); any
 # other note (e.g. "main redefines aux", "combined program: SyntaxError ...") is passed on as is.
@@ -33,12 +33,12 @@ def _covered(note: str) -> bool:
     return bool(_COVERED.search(note))
 
 
-def _definition(analysis: object, defined: bool | None) -> str:
-    if defined:
-        return "found"
-    if defined is None:
+def _definition(analysis: AgentAnalysis | None) -> str:
+    if analysis is None:
         return "unknown"
-    others = tuple(getattr(analysis, "functions", ()) or ())
+    if analysis.defined:
+        return "found"
+    others = analysis.functions
     return "MISSING" + (f" (top-level functions: {', '.join(others)})" if others else "")
 
 
@@ -53,9 +53,8 @@ def diagnostics(ctx: FeedbackContext, agent: int, opts: FeedbackOptions) -> str:
     """The feedback section for one agent."""
     lines: list[str] = []
     found = [analysis_for(ctx, i) for i in range(ctx.num_agents)]
-    defined = [is_defined(a) for a in found]
-    if any(d is not None for d in defined):
-        vals = [_definition(a, d) for a, d in zip(found, defined, strict=True)]
+    if any(a is not None for a in found):
+        vals = [_definition(a) for a in found]
         lines.append("- Required definition: " + _per_agent(ctx, agent, vals))
     syn = syntax_errors(ctx, opts.max_error_chars)
     lines.append("- Syntax: " + _per_agent(ctx, agent, ["OK" if s is None else f"error at {s}" for s in syn]))
@@ -71,7 +70,7 @@ def diagnostics(ctx: FeedbackContext, agent: int, opts: FeedbackOptions) -> str:
     usage = helper_usage(ctx)
     if usage is not None:
         lines.append("- Helper usage: " + usage[1])
-    notes = [one_line(n, opts.max_error_chars) for n in as_list(getattr(ctx.reward, "notes", None))
+    notes = [one_line(n, opts.max_error_chars) for n in ctx.reward.notes
              if str(n).strip() and not _covered(str(n))]
     if notes:
         lines.append("- Notes: " + " ".join(notes))

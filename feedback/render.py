@@ -1,4 +1,4 @@
-"""The layout every mode shares, and the diagnostics several modes read from a `CodeReward`.
+"""The layout every mode shares, and the diagnostics several modes read from the reward's `CodeResults`.
 
 Every next-turn prompt is `[system, user]`, the user message in this fixed order:
 
@@ -13,9 +13,10 @@ comes last because it is the part that changes the most.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from feedback.context import FeedbackContext, FeedbackOptions, Messages, as_list, cap, one_line
+from feedback.context import FeedbackContext, FeedbackOptions, Messages, cap, one_line
+from feedback.results import AgentAnalysis
+from sandbox.results import AssertResult, SyntaxErrorInfo
 
 DEFAULT_SYSTEM = (
     "You are a Python programmer in a team of agents that write code together over several turns. "
@@ -84,60 +85,35 @@ def assemble(ctx: FeedbackContext, agent: int, opts: FeedbackOptions, feedback: 
     ]
 
 
-# ----- reading a CodeReward (by attribute: any object with the contract's fields works) ----------------
+# ----- reading the reward's `CodeResults` -----------------------------------------------------------------
 
 
-def analyses(ctx: FeedbackContext) -> list[Any]:
-    return as_list(getattr(ctx.reward, "analyses", None))
-
-
-def analysis_for(ctx: FeedbackContext, agent: int) -> Any | None:
+def analysis_for(ctx: FeedbackContext, agent: int) -> AgentAnalysis | None:
     """Agent i's static analysis (matched by role name, else by position)."""
-    items = analyses(ctx)
+    items = ctx.reward.analyses
     name = ctx.role_names[agent]
     for a in items:
-        if getattr(a, "role", None) == name:
+        if a.role == name:
             return a
     return items[agent] if agent < len(items) else None
 
 
-def is_defined(analysis: Any) -> bool | None:
-    if analysis is None:
-        return None
-    d = getattr(analysis, "defined", None)
-    if d is None:
-        return None
-    if isinstance(d, bool):
-        return d
-    return bool(d)
+def is_defined(analysis: AgentAnalysis | None) -> bool | None:
+    """Whether the agent's required function is defined; None when the reward has no analysis for it."""
+    return None if analysis is None else analysis.defined
 
 
-def syntax_error_text(err: Any, limit: int) -> str | None:
-    """`line L, col C: message` from a SyntaxErrorInfo (or a plain string)."""
-    if err is None or err is False:
-        return None
-    if isinstance(err, str):
-        return one_line(err, limit)
-    line, col, msg = getattr(err, "line", None), getattr(err, "col", None), getattr(err, "message", "")
-    where = ", ".join(p for p in (f"line {line}" if line is not None else "", f"col {col}" if col is not None else "")
-                      if p)
-    return one_line(f"{where}: {msg}" if where else str(msg), limit)
-
-
-def exec_result(ctx: FeedbackContext) -> Any | None:
-    return getattr(ctx.reward, "exec", None)
+def syntax_error_text(err: SyntaxErrorInfo | None, limit: int) -> str | None:
+    """`line L, col C: message`, on one line and capped."""
+    return None if err is None else one_line(str(err), limit)
 
 
 def test_counts(ctx: FeedbackContext) -> tuple[int, int]:
-    r = ctx.reward
-    return int(getattr(r, "tests_passed", 0) or 0), int(getattr(r, "tests_total", 0) or 0)
+    return ctx.reward.tests_passed, ctx.reward.tests_total
 
 
 def tests_ran(ctx: FeedbackContext) -> bool:
-    ex = exec_result(ctx)
-    if ex is None:
-        return False
-    return any(getattr(a, "status", "not_run") != "not_run" for a in as_list(getattr(ex, "asserts", None)))
+    return any(a.status != "not_run" for a in all_asserts(ctx))
 
 
 RUN_PROBLEMS = {
@@ -155,34 +131,34 @@ def run_problem(ctx: FeedbackContext, limit: int, detail: bool = True) -> str | 
 
     `detail=False` leaves out the run's message (when the same fact is already shown per agent).
     """
-    ex = exec_result(ctx)
+    ex = ctx.reward.exec
     if ex is None:  # the sandbox ran nothing: static checks already failed
         if any(syntax_errors(ctx, limit)):
             return "the code does not compile"
         if any(is_defined(analysis_for(ctx, i)) is False for i in range(ctx.num_agents)):
             return "a required function is missing"
         return "the combined code does not compile"
-    status = str(getattr(ex, "status", "") or "")
-    if status not in RUN_PROBLEMS:
+    if ex.status not in RUN_PROBLEMS:
         return None
     if not detail:
-        return RUN_PROBLEMS[status]
-    text = one_line(getattr(ex, "message", "") or "", limit)
-    if status == "syntax_error" and not text:
-        text = syntax_error_text(getattr(ex, "syntax_error", None), limit) or ""
-    return RUN_PROBLEMS[status] + (f": {text}" if text else "")
+        return RUN_PROBLEMS[ex.status]
+    text = one_line(ex.message, limit)
+    if ex.status == "syntax_error" and not text:
+        text = syntax_error_text(ex.syntax_error, limit) or ""
+    return RUN_PROBLEMS[ex.status] + (f": {text}" if text else "")
 
 
-def all_asserts(ctx: FeedbackContext) -> list[Any]:
-    ex = exec_result(ctx)
-    return [] if ex is None else as_list(getattr(ex, "asserts", None))
+def all_asserts(ctx: FeedbackContext) -> list[AssertResult]:
+    """Every assert of the run that scored the reward, in test order; none when nothing ran."""
+    ex = ctx.reward.exec
+    return [] if ex is None else list(ex.asserts)
 
 
-def failing_asserts(ctx: FeedbackContext) -> list[Any]:
-    return [a for a in all_asserts(ctx) if getattr(a, "status", "") in FAILING]
+def failing_asserts(ctx: FeedbackContext) -> list[AssertResult]:
+    return [a for a in all_asserts(ctx) if a.status in FAILING]
 
 
-def _slice(items: Sequence[Any], sandbox_slice: int | str | None) -> list[Any]:
+def _slice(items: Sequence[AssertResult], sandbox_slice: int | str | None) -> list[AssertResult]:
     from sandbox.testparse import slice_asserts
 
     return list(slice_asserts(items, sandbox_slice))
@@ -216,7 +192,7 @@ def assert_lines(ctx: FeedbackContext, opts: FeedbackOptions) -> list[str]:
     title = "Failing asserts" if failing_only else "Asserts"
     lines = [f"- {title} ({slice_label(opts.sandbox_slice, len(shown), len(pool))}):"]
     for a in shown:
-        src = one_line(getattr(a, "source", ""), opts.max_assert_chars)
+        src = one_line(a.source, opts.max_assert_chars)
         lines.append(f"  {src}\n    -> {_outcome(a, opts)}")
     return lines
 
@@ -224,12 +200,11 @@ def assert_lines(ctx: FeedbackContext, opts: FeedbackOptions) -> list[str]:
 _OUTCOME_WORDS = {"passed": "passed", "not_run": "not run", "timeout": "timed out"}
 
 
-def _outcome(a: Any, opts: FeedbackOptions) -> str:
-    status = getattr(a, "status", "failed")
-    if status in _OUTCOME_WORDS:
-        return _OUTCOME_WORDS[status]
-    etype = getattr(a, "error_type", None) or ("AssertionError" if status == "failed" else "Error")
-    msg = one_line(getattr(a, "message", "") or "", opts.max_error_chars)
+def _outcome(a: AssertResult, opts: FeedbackOptions) -> str:
+    if a.status in _OUTCOME_WORDS:
+        return _OUTCOME_WORDS[a.status]
+    etype = a.error_type or ("AssertionError" if a.status == "failed" else "Error")
+    msg = one_line(a.message, opts.max_error_chars)
     return f"{etype}: {msg}" if msg else str(etype)
 
 
@@ -238,27 +213,23 @@ def helper_usage(ctx: FeedbackContext) -> tuple[bool, str] | None:
     if ctx.num_agents < 2:
         return None
     r = ctx.reward
-    called = getattr(r, "helper_called", None)
-    if called is None:
-        return None
     helper, main = ctx.role_names[0], ctx.role_names[-1]
     main_analysis = analysis_for(ctx, ctx.num_agents - 1)
-    if main_analysis is not None and (getattr(main_analysis, "syntax_error", None) is not None
-                                      or is_defined(main_analysis) is False):
+    if main_analysis is not None and (main_analysis.syntax_error is not None or not main_analysis.defined):
         return False, f"not checked: {main} has no valid definition yet."
-    if not called:
+    if not r.helper_called:
         return False, f"{main} does not call the {helper} function."
-    if getattr(r, "thin_wrapper", False):
+    if r.thin_wrapper:
         return False, f"{main} is a thin wrapper around the {helper} function; {main} should do part of the work."
-    if not getattr(r, "helper_result_used", True):
+    if not r.helper_result_used:
         return False, f"{main} calls the {helper} function but does not use its result."
     return True, f"{main} calls the {helper} function and uses its result."
 
 
 def syntax_errors(ctx: FeedbackContext, limit: int) -> list[str | None]:
     """Per agent: the syntax error text, or None."""
-    return [syntax_error_text(getattr(analysis_for(ctx, i), "syntax_error", None), limit)
-            for i in range(ctx.num_agents)]
+    found = [analysis_for(ctx, i) for i in range(ctx.num_agents)]
+    return [None if a is None else syntax_error_text(a.syntax_error, limit) for a in found]
 
 
 def levels(ctx: FeedbackContext) -> dict[str, bool | None]:

@@ -3,6 +3,7 @@ environment state of a path lives on the tree's nodes, and the trainer calls onl
 
 from __future__ import annotations
 
+import ast
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -19,6 +20,8 @@ from comlrl.tasks import build_task
 from comlrl.tasks.actions import ActionsTask, bundled_tasks_path
 from comlrl.tasks.datasets import load_easy
 from comlrl.trainer import Rollout
+from feedback.results import AgentAnalysis, CodeResults
+from sandbox.results import ExecResult
 
 ROOT = Path(__file__).resolve().parents[1]
 ADD = next(p for p in load_easy() if p.entry_point == "add")
@@ -40,6 +43,18 @@ def test_the_trainer_calls_declared_members_only(module: str) -> None:
     modules: the loop, what a run is built from, the update)."""
     source = (ROOT / "comlrl" / module).read_text()
     assert "getattr(" not in source and "hasattr(" not in source
+
+
+FEEDBACK_MODULES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "feedback").rglob("*.py"))
+
+
+@pytest.mark.parametrize("module", FEEDBACK_MODULES)
+def test_feedback_reads_declared_members_only(module: str) -> None:
+    """The modes read the reward's `CodeResults` and the `ExternalConfig` by attribute; they probed both with
+    getattr/hasattr and defaults (44 calls). No third-party API in feedback/ needs a probe."""
+    calls = [n for n in ast.walk(ast.parse((ROOT / module).read_text())) if isinstance(n, ast.Call)
+             and isinstance(n.func, ast.Name) and n.func.id in ("getattr", "hasattr")]
+    assert [f"{module}:{c.lineno}" for c in calls] == []
 
 
 SHIPPED = ("code_collab", "code_single", "tool_agent", "actions")
@@ -79,6 +94,22 @@ def test_code_rewards_satisfy_the_reward_contract(sandbox) -> None:
                                                                  "```python\ndef add(a, b):\n    return aux(a, b)\n```"])])
     _check_reward(collab, 2)
     assert collab.all_passed and "return aux(a, b)" in collab.scored[1]
+
+
+def test_code_rewards_are_what_the_feedback_modes_read(sandbox) -> None:
+    """`CodeReward` satisfies feedback's `CodeResults` (declared in feedback/, which may not import the tasks)."""
+    single = build_task("code_single", sandbox).score([(ADD, [RIGHT]), (ADD, ["def add(a, b)\n    return"])])
+    (collab,) = build_task("code_collab", sandbox).score([(ADD, ["def aux(a, b):\n    return a + b",
+                                                                 "def add(a, b):\n    return aux(a, b)"])])
+    members = {name for name, v in vars(CodeResults).items() if isinstance(v, property)}
+    assert members == {"analyses", "tests_passed", "tests_total", "helper_called", "helper_result_used",
+                       "thin_wrapper", "exec", "notes"}
+    for reward in (*single, collab):
+        assert isinstance(reward, CodeResults)
+        assert all(isinstance(a, AgentAnalysis) for a in reward.analyses)
+        assert isinstance(reward.exec, ExecResult | None)
+    assert single[0].exec is not None and single[0].exec.all_passed and single[1].exec is None  # did not compile
+    assert single[1].analyses[0].syntax_error is not None and collab.helper_called and collab.thin_wrapper
 
 
 def test_tool_agent_rewards_satisfy_the_reward_contract(sandbox) -> None:

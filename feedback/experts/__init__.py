@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from comlrl import llm
+from comlrl.config import ExternalConfig
 from comlrl.llm import (
     ChatClient,
     Completion,
@@ -61,20 +62,20 @@ def parse_spec(spec: str) -> ModelSpec:
     return llm.parse_spec(spec, key=SPEC_KEY)
 
 
-def expert_settings(external_cfg: Any) -> LLMSettings:
+def expert_settings(external_cfg: ExternalConfig) -> LLMSettings:
     """The `external.expert_*` keys as client settings."""
     return LLMSettings(
-        timeout_s=float(getattr(external_cfg, "expert_timeout_s", 60.0)),
-        max_retries=int(getattr(external_cfg, "expert_max_retries", 3)),
-        concurrency=int(getattr(external_cfg, "expert_concurrency", 4)),
-        max_tokens=int(getattr(external_cfg, "expert_max_tokens", 512)),
-        cache_dir=llm.cache_dir_setting(getattr(external_cfg, "expert_cache_dir", None), DEFAULT_CACHE_DIR),
+        timeout_s=float(external_cfg.expert_timeout_s),
+        max_retries=int(external_cfg.expert_max_retries),
+        concurrency=int(external_cfg.expert_concurrency),
+        max_tokens=int(external_cfg.expert_max_tokens),
+        cache_dir=llm.cache_dir_setting(external_cfg.expert_cache_dir, DEFAULT_CACHE_DIR),
     )
 
 
 def make_expert(
     spec: str | None,
-    external_cfg: Any = None,
+    external_cfg: ExternalConfig,
     *,
     resolve_local: Callable[[str], str] | None = None,
     base_url: str | None = None,
@@ -88,7 +89,7 @@ def make_expert(
     `overrides` replace single `LLMSettings` fields (price_per_mtok, temperature, cache_dir...).
     """
     if spec is None:
-        spec = getattr(external_cfg, "expert_edits_model", None)
+        spec = external_cfg.expert_edits_model
     settings = replace(expert_settings(external_cfg), **overrides)
     return llm.make_client(str(spec), settings, key=SPEC_KEY, resolve_local=resolve_local, base_url=base_url,
                            metrics=metrics if metrics is not None else default_metrics())

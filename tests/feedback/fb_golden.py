@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import fb_cases as cases
 
+from comlrl.config import ExternalConfig
 from feedback import FeedbackMetrics, FunctionExpert, build_next_messages
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -62,11 +62,9 @@ def canned_expert(case: str) -> FunctionExpert:
     return FunctionExpert(lambda _messages: reply, metrics=FeedbackMetrics(), cache_dir=None)
 
 
-def config(mode: str, sandbox_slice: Any = 1, **kw: Any) -> SimpleNamespace:
-    base: dict[str, Any] = dict(mode=mode, sandbox_slice=sandbox_slice, include_original_prompt=True,
-                                include_history=True, expert_fallback="level_feedback")
-    base.update(kw)
-    return SimpleNamespace(**base)
+def config(mode: str, sandbox_slice: Any = 1, **kw: Any) -> ExternalConfig:
+    """The `external` section with the defaults, `mode`, `sandbox_slice` and any other key set."""
+    return ExternalConfig(mode=mode, sandbox_slice=sandbox_slice, **kw)
 
 
 def produce(variant: str, case: str, sandbox_slice: Any) -> str:

@@ -10,7 +10,7 @@ import dataclasses
 
 import fb_cases as cases
 import pytest
-from fb_golden import golden_path, render
+from fb_golden import config, golden_path, render
 
 from comlrl.tasks.code.extract import extract_code
 from comlrl.tasks.code.reward import ScoreRequest, score_batch
@@ -53,10 +53,7 @@ def test_fixture_facts_match_the_real_sandbox(real_rewards, case):
 @pytest.mark.parametrize("sandbox_slice", [1, -1, "all"])
 @pytest.mark.parametrize("case", cases_names())
 def test_prompts_from_real_rewards_equal_the_golden_files(real_rewards, case, sandbox_slice):
-    from types import SimpleNamespace
-
-    cfg = SimpleNamespace(mode="level_feedback", sandbox_slice=sandbox_slice, include_original_prompt=True,
-                          include_history=True)
+    cfg = config("level_feedback", sandbox_slice)
     ctx = dataclasses.replace(cases.context(case), reward=real_rewards[case])
     [out] = build_next_messages([ctx], cfg, metrics=FeedbackMetrics())
     assert render(out, ctx.role_names) == golden_path("level_feedback", case, sandbox_slice).read_text()
