@@ -14,6 +14,7 @@ from comlrl.config import ExternalConfig
 from feedback import expert_edits, level_feedback, level_passed, passed, plain
 from feedback.context import FeedbackContext, FeedbackOptions, Messages
 from feedback.counters import FeedbackMetrics, default_metrics
+from feedback.results import CodeResults
 
 Builder = Callable[[FeedbackContext, FeedbackOptions], list[Messages]]
 
@@ -23,6 +24,19 @@ MODES: dict[str, Builder] = {
     "passed": passed.build,
     "plain": plain.build,
 }
+
+READS_CODE_RESULTS = ("level_feedback", "level_passed", "passed", "expert_edits")  # plain reads no results
+
+
+def _check_results(contexts: Sequence[FeedbackContext], mode: str) -> None:
+    """The built-in modes show a code task's results; a task whose reward has none gets one clear error."""
+    if mode not in READS_CODE_RESULTS:
+        return
+    for ctx in contexts:
+        if not isinstance(ctx.reward, CodeResults):
+            raise ValueError(f"external.mode={mode!r} shows a code task's results (feedback.CodeResults); this "
+                             f"task's reward {type(ctx.reward).__name__} has none: use external.mode=plain or a "
+                             "mode registered for the task")
 
 
 def _mode(name: str, key: str) -> Builder:
@@ -41,6 +55,7 @@ def build_next_messages(
     m = metrics if metrics is not None else default_metrics()
     mode = external_cfg.mode
     opts = FeedbackOptions.from_config(external_cfg)
+    _check_results(contexts, mode)
     if mode != "expert_edits":
         builder = _mode(mode, "external.mode")
         m.inc(f"prompts/{mode}", len(contexts))

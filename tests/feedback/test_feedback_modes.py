@@ -201,6 +201,26 @@ def test_unknown_mode_and_fallback_are_refused():
                             expert=canned_expert("failing"))
 
 
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """A reward of a task with no code (a plugin task's, like tests/plugins/rhyme_task.py's)."""
+
+    total: float
+    components: dict[str, float] = dataclasses.field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    all_passed: bool = False
+
+
+@pytest.mark.parametrize("mode", ["level_feedback", "level_passed", "passed", "expert_edits"])
+def test_a_reward_without_code_results_is_refused_in_one_line(mode):
+    """The default mode with a task of its own used to render "Tests: none found" from getattr defaults."""
+    ctx = dataclasses.replace(cases.context("failing"), reward=Verdict(0.5))
+    with pytest.raises(ValueError, match=rf"^external.mode='{mode}' shows a code task's results \(feedback.CodeResults\); "
+                                         r"this task's reward Verdict has none: use external.mode=plain"):
+        build(mode, ctx)
+    assert len(build("plain", ctx)) == 2  # plain reads no results
+
+
 def test_context_validation():
     ctx = cases.context("failing")
     with pytest.raises(ValueError, match="history"):
