@@ -7,7 +7,7 @@ every test, and pass with the helper in use. Variants:
 
     base           the shipped prompts
     sig            the main agent's last line names the helper's signature: "Your teammate's helper is
-                   `aux(s: str) -> int`: call it."
+                   `aux(s: str) -> int`: call it and use its result."
     same_args      the helper writes `aux` with the entry point's arguments, returning the answer (its
                    answer starts with that signature), and the main agent is told so
     demo           the main agent's instructions carry a three-line example of a function that calls `aux`
@@ -65,15 +65,13 @@ def variant_task(base_type: type, name: str) -> type:
             return super().role_instructions(agent)
 
         def target_line(self, agent: int, problem) -> str:
-            header = aux_header(problem)
-            if agent == 1 and (signature or same_args) and header:
+            if agent == 1 and (signature or same_args) and (header := aux_header(problem)):
                 call = header.split("\n")[0].removeprefix("def ").rstrip(":")
                 return f"Write `{problem.entry_point}`. Your teammate's helper is `{call}`: call it and use its result."
             return super().target_line(agent, problem)
 
         def answer_prefix(self, agent: int, problem) -> str:
-            header = aux_header(problem)
-            if agent == 0 and same_args and header:
+            if agent == 0 and same_args and (header := aux_header(problem)):
                 return "```python\n" + header
             return super().answer_prefix(agent, problem)
 

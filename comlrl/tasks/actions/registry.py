@@ -189,9 +189,6 @@ class ActionRegistry:
             return self._types[name]
         return deco
 
-    def unregister(self, name: str) -> None:
-        self._types.pop(name, None)
-
     def get(self, name: str) -> ActionType | None:
         return self._types.get(name)
 
