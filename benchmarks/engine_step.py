@@ -38,7 +38,7 @@ def rollout_once(comp, engine, problems, shape, seed: int, depth_first: bool = F
     import torch
 
     from comlrl.advantages import assign_advantages
-    from comlrl.trainer import Rollout
+    from comlrl.rollout_driver import Rollout
     from comlrl.tree import backup_returns
 
     comp.engine = engine

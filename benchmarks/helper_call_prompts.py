@@ -97,7 +97,8 @@ def main() -> None:
     from comlrl.config import load_config
     from comlrl.rollout import TreeShape
     from comlrl.tasks.code.collab import CodeCollabTask
-    from comlrl.trainer import Rollout, build
+    from comlrl.components import build
+    from comlrl.rollout_driver import Rollout
 
     cfg = load_config(str(ROOT / "configs" / "learn_easy.yaml"), [])
     comp = build(cfg, for_training=False)

@@ -211,6 +211,19 @@ class TrainingConfig:
 
 
 @dataclass
+class EvaluationConfig:
+    """How learning is measured (comlrl/evaluation.py): each problem gets one greedy chain and `samples`
+    chains sampled at model.temperature from `seed`, on the held-out set and on a probe of the problems the
+    run trains on; before and after are compared problem by problem (comlrl/paired.py)."""
+
+    samples: int = 4  # sampled chains per problem (0 = greedy only)
+    greedy: bool = True  # also one greedy chain per problem (eval/pass_at_1)
+    probe_problems: int = 8  # the first distinct training problems the run's steps draw (0 = no probe)
+    probe_samples: int = 8  # sampled chains per probe problem
+    seed: int = 1234  # every evaluation samples from this seed: the same draws for the same weights
+
+
+@dataclass
 class LoggingConfig:
     tensorboard: bool = True
     wandb: bool = False
@@ -230,6 +243,7 @@ class RunConfig:
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     training: TrainingConfig = field(default_factory=TrainingConfig)
+    evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
 
 
@@ -376,6 +390,12 @@ def validate(cfg: RunConfig) -> RunConfig:
     _require(t.save_every >= 0, "training.save_every", t.save_every, "an integer >= 0")
     _require(t.torch_threads >= 0, "training.torch_threads", t.torch_threads, "an integer >= 0")
     _require(bool(t.output_dir), "training.output_dir", t.output_dir, "a directory path")
+    ev = cfg.evaluation
+    _require(ev.samples >= 0, "evaluation.samples", ev.samples, "an integer >= 0 (0 = greedy only)")
+    _require(ev.greedy or ev.samples > 0, "evaluation.greedy", ev.greedy,
+             "true unless evaluation.samples > 0 (an evaluation needs greedy or sampled chains)")
+    _require(ev.probe_problems >= 0, "evaluation.probe_problems", ev.probe_problems, "an integer >= 0")
+    _require(ev.probe_samples >= 1, "evaluation.probe_samples", ev.probe_samples, "an integer >= 1")
     ta = cfg.task.tool_agent
     _require(ta.format_weight >= 0, "task.tool_agent.format_weight", ta.format_weight, "a number >= 0")
     _require(ta.fake_response_penalty >= 0, "task.tool_agent.fake_response_penalty", ta.fake_response_penalty,

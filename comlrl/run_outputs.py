@@ -23,7 +23,7 @@ from comlrl.config import ConfigError, RunConfig, to_yaml
 from comlrl.tree_records import NodeRecord
 
 # what a run leaves in its output_dir; config.yaml alone (a run that failed at start-up) is no run data
-RUN_OUTPUTS = ("metrics.jsonl", "trees.jsonl", "tensorboard", "wandb", "checkpoints", "final")
+RUN_OUTPUTS = ("metrics.jsonl", "trees.jsonl", "eval.jsonl", "tensorboard", "wandb", "checkpoints", "final")
 
 
 def _clean(value: Any) -> Any:
@@ -105,6 +105,22 @@ def truncate_jsonl(path: Path, keep: Any) -> None:
     os.replace(tmp, path)
 
 
+def read_eval_records(run_dir: str | Path, up_to_step: int | None = None) -> list[dict[str, Any]]:
+    """A run's per-problem evaluation scores (eval.jsonl), optionally only those up to a step."""
+    path = Path(run_dir) / "eval.jsonl"
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut by a crash
+        if up_to_step is None or record.get("step", 0) <= up_to_step:
+            out.append(record)
+    return out
+
+
 class RunWriter:
     """metrics.jsonl and trees.jsonl, plus every metric to the accelerator's trackers (started here)."""
 
@@ -117,11 +133,12 @@ class RunWriter:
         (self.dir / "config.yaml").write_text(to_yaml(cfg))
         self.metrics_path = self.dir / "metrics.jsonl"
         self.trees_path = self.dir / "trees.jsonl"
+        self.evals_path = self.dir / "eval.jsonl"
         if resume_step > 0:
-            truncate_jsonl(self.metrics_path, lambda r: r.get("step", 0) <= resume_step)
-            truncate_jsonl(self.trees_path, lambda r: r.get("step", 0) <= resume_step)
+            for p in (self.metrics_path, self.trees_path, self.evals_path):
+                truncate_jsonl(p, lambda r: r.get("step", 0) <= resume_step)
         else:  # a fresh start: check_output_dir let it through (resume without a checkpoint, or overwrite)
-            for p in (self.metrics_path, self.trees_path):
+            for p in (self.metrics_path, self.trees_path, self.evals_path):
                 p.unlink(missing_ok=True)
         accelerator.init_trackers(cfg.logging.wandb_project, config=flat_config(cfg))
 
@@ -137,6 +154,12 @@ class RunWriter:
         with self.trees_path.open("a") as f:
             for r in records:
                 f.write(r.to_line())
+
+    def write_evals(self, records: list[dict[str, Any]]) -> None:
+        """Per-problem evaluation scores (comlrl/evaluation.py), one JSON line each."""
+        with self.evals_path.open("a") as f:
+            for r in records:
+                f.write(json.dumps({k: _clean(v) for k, v in r.items()}) + "\n")
 
     def close(self) -> None:
         for tracker in self.accelerator.trackers:  # flushes TensorBoard, syncs or closes the W&B run

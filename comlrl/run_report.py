@@ -1,16 +1,21 @@
-"""The lines a finished run prints last: held-out pass@1 before and after with their intervals, the
-cooperation rates, and where the reward curve and the tree view are.
+"""The lines a finished run prints last: what training changed, problem by problem, and how sure that is.
 
-A reader of a 10-minute run should see in four lines whether training helped and how sure that is, not
-dig through metrics.jsonl. The interval math is pure (tested without a model); `write_report` draws
-the plot and the tree page from the run's own files.
+Every figure is a paired before/after over the same problems with the same sampling seed (eval.jsonl,
+written by comlrl/evaluation.py), with the 95% paired t interval over problems (comlrl/paired.py). Lines
+whose interval excludes zero come first, so the report leads with what moved; the others say "within
+noise". `write_report` also draws the plots and the last step's tree page from the run's own files.
+The line-making is pure (tested without a model).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from comlrl.paired import METHOD, PairedDiff, pair_by_key, paired_difference
 
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
 
@@ -29,89 +34,96 @@ def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, floa
 
 
 @dataclass(frozen=True)
-class EvalPoint:
-    """One held-out evaluation: greedy pass@1 after the last turn over `problems` problems."""
+class Measure:
+    """One per-problem score of eval.jsonl, as a report line names it."""
 
-    step: int
-    pass_at_1: float
-    problems: int
-    reward: float
-    helper_called: float | None = None
-
-    @property
-    def solved(self) -> int:
-        return round(self.pass_at_1 * self.problems)
-
-    def interval(self) -> tuple[float, float]:
-        return wilson_interval(self.solved, self.problems)
+    field: str  # the record's field (or "outcome:<name>" for a task's outcome rate)
+    label: str
+    percent: bool  # a rate shown in points, or a reward shown as a number
 
 
-def eval_points(steps: dict[int, dict[str, float]]) -> list[EvalPoint]:
-    """The evaluations of a run (metrics.jsonl records merged per step), in step order."""
-    out = []
-    for step in sorted(steps):
-        rec = steps[step]
-        if "eval/pass_at_1" in rec and rec.get("eval/problems"):
-            called = rec.get("eval/helper_called")
-            out.append(EvalPoint(step, float(rec["eval/pass_at_1"]), int(rec["eval/problems"]),
-                                 float(rec.get("eval/reward_mean", math.nan)),
-                                 None if called is None else float(called)))
+MEASURES = (
+    Measure("sampled_reward", "sampled reward", False),
+    Measure("sampled_pass", "sampled pass@1", True),
+    Measure("greedy_pass", "greedy pass@1", True),
+    Measure("outcome:passed_with_helper", "passed with the helper (sampled)", True),
+)
+SET_LABELS = {"probe": "trained-on problems (probe)", "heldout": "held-out problems"}
+
+
+def _value(record: dict[str, Any], field: str) -> float | None:
+    if field.startswith("outcome:"):
+        return (record.get("outcomes") or {}).get(field.split(":", 1)[1])
+    value = record.get(field)
+    return None if value is None else float(value)
+
+
+def _by_set(records: Sequence[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in records:
+        out.setdefault(r["set"], {})[str(r["index"])] = r
     return out
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f}%"
+def _format(d: PairedDiff, percent: bool) -> str:
+    if percent:
+        return (f"{100 * d.before:.1f}% -> {100 * d.after:.1f}%, {100 * d.delta:+.1f} points "
+                f"(95% CI {100 * d.lo:+.1f} to {100 * d.hi:+.1f})")
+    return f"{d.before:.3f} -> {d.after:.3f}, {d.delta:+.3f} (95% CI {d.lo:+.3f} to {d.hi:+.3f})"
 
 
-def verdict(before: EvalPoint, after: EvalPoint) -> str:
-    """One line: what changed on the held-out set, and whether it is beyond the binomial noise."""
-    delta = after.pass_at_1 - before.pass_at_1
-    lo_a, hi_a = after.interval()
-    lo_b, hi_b = before.interval()
-    moved = f"{100 * delta:+.1f} points ({before.solved} -> {after.solved} of {after.problems} problems)"
-    if delta > 0:
-        sure = ("beyond the 95% interval of the start" if after.pass_at_1 > hi_b else
-                "within the 95% interval of the start: more steps or problems would tell")
-        return f"improved: held-out pass@1 {moved}, {sure}"
-    if delta < 0:
-        sure = "below the start's 95% interval" if after.pass_at_1 < lo_b else "within noise"
-        return f"not improved: held-out pass@1 {moved}, {sure}"
-    reward = after.reward - before.reward
-    return f"no change in held-out pass@1 ({after.solved} of {after.problems}); held-out reward {reward:+.3f}"
+def paired_lines(before: Sequence[dict[str, Any]], after: Sequence[dict[str, Any]]) -> list[str]:
+    """One line per set and measure present in both evaluations, those that moved first."""
+    lines: list[tuple[int, str]] = []
+    b_sets, a_sets = _by_set(before), _by_set(after)
+    for name in ("probe", "heldout"):
+        if name not in b_sets or name not in a_sets:
+            continue
+        samples = max((int(r.get("samples") or 0) for r in a_sets[name].values()), default=0)
+        for m in MEASURES:
+            b = {k: v for k, r in b_sets[name].items() if (v := _value(r, m.field)) is not None}
+            a = {k: v for k, r in a_sets[name].items() if (v := _value(r, m.field)) is not None}
+            xb, xa = pair_by_key(b, a)
+            if len(xb) < 2:
+                continue
+            d = paired_difference(xb, xa)
+            if m.field.startswith("outcome:") and d.before == d.after == 0:
+                continue  # a cooperation rate that never occurred says nothing
+            kind = f"{samples} samples each" if "sampled" in m.label and samples else "1 greedy chain each"
+            text = f"{SET_LABELS[name]}, {m.label} ({len(xb)} problems, {kind}): {_format(d, m.percent)}: {d.verdict}"
+            lines.append((0 if d.verdict != "within noise" else 1, text))
+    lines.sort(key=lambda x: x[0])  # stable: what moved leads, in the order above
+    return [text for _, text in lines]
 
 
-def summary_lines(steps: dict[int, dict[str, float]]) -> list[str]:
-    """Before/after lines for a run's merged metrics (empty when it was not evaluated twice)."""
-    points = eval_points(steps)
-    if len(points) < 2:
+def summary_lines(records: Sequence[dict[str, Any]]) -> list[str]:
+    """Before/after lines of a run's eval.jsonl (first vs last evaluation; empty with fewer than two)."""
+    steps = sorted({int(r["step"]) for r in records})
+    if len(steps) < 2:
         return []
-    before, after = points[0], points[-1]
-    lines = []
-    for label, p in (("before", before), (f"after {after.step} steps", after)):
-        lo, hi = p.interval()
-        line = (f"held-out pass@1 {label}: {_pct(p.pass_at_1)} ({p.solved}/{p.problems}, 95% CI "
-                f"{_pct(lo)}-{_pct(hi)}), reward {p.reward:.3f}")
-        if p.helper_called is not None:
-            line += f", main calls the helper in {_pct(p.helper_called)}"
-        lines.append(line)
-    lines.append(verdict(before, after))
+    first = [r for r in records if r["step"] == steps[0]]
+    last = [r for r in records if r["step"] == steps[-1]]
+    lines = paired_lines(first, last)
+    if lines:
+        lines.append(f"(before = the untrained policy, after = step {steps[-1]}; the same problems and sampling "
+                     f"seed; intervals: 95%, {METHOD})")
     return lines
 
 
 def write_report(run_dir: str | Path, last_step: int) -> list[str]:
-    """Draw the reward curve and the last step's tree page into the run folder; return the lines to print."""
+    """Draw the plots and the last step's tree page into the run folder; return the lines to print."""
+    from comlrl.run_outputs import read_eval_records
     from comlrl.viz import VizError
     from comlrl.viz.metrics_plot import load_runs, plot_runs
     from comlrl.viz.tree_html import render
 
     out = Path(run_dir)
-    runs = load_runs([out])
-    lines = summary_lines(runs[0].steps)
+    lines = summary_lines(read_eval_records(out))
     try:
-        reward_png = plot_runs(runs, out / "plots")[1]
-        lines.append(f"reward curve: {reward_png}")
+        reward_png = plot_runs(load_runs([out]), out / "plots")[1]
+        lines.append(f"reward plot: {reward_png}")
     except (VizError, ImportError, OSError) as exc:  # a missing plotting backend never fails a finished run
-        lines.append(f"reward curve: not drawn ({exc})")
+        lines.append(f"reward plot: not drawn ({exc})")
     try:
         page = out / f"tree_step{last_step}.html"
         page.write_text(render(out, last_step), encoding="utf-8")

@@ -8,10 +8,8 @@ expands different problems; metrics are summed over ranks; only rank 0 writes fi
 from __future__ import annotations
 
 import logging
-import random
 import time
 from pathlib import Path
-from typing import Any
 
 import torch
 from accelerate.utils import gather_object
@@ -21,13 +19,17 @@ from comlrl.checkpoint import checkpoint_step, latest_checkpoint, load_checkpoin
 from comlrl.components import Components, build
 from comlrl.config import ConfigError, RunConfig
 from comlrl.console import quiet_console
-from comlrl.contracts import Continuation, JointTurn, Task, Transition
+from comlrl.contracts import Problem
 from comlrl.distributed import WorldSizeError, reduce_sums
-from comlrl.rollout import TreeShape, expand_trees, make_roots
-from comlrl.run_outputs import RUN_OUTPUTS, RunWriter, check_output_dir, make_trackers
+from comlrl.evaluation import Evaluator
+from comlrl.problem_draw import step_problems
+from comlrl.rollout import TreeShape
+from comlrl.rollout_driver import Rollout
+from comlrl.run_outputs import RUN_OUTPUTS, RunWriter, check_output_dir, make_trackers, read_eval_records
 from comlrl.run_report import write_report
-from comlrl.tree import Node, TreeStats, backup_returns
+from comlrl.tree import TreeStats, backup_returns
 from comlrl.tree_records import node_records
+from comlrl.turn_metrics import turn_means, turn_sums
 from comlrl.update import train_on_trees
 
 log = logging.getLogger("comlrl")
@@ -44,141 +46,11 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
 
 
-def step_problems(n_problems: int, step: int, per_rank: int, rank: int, world: int, seed: int) -> list[int]:
-    """Problem indices this rank expands at `step`: a stateless, seeded draw, so resume needs no sampler state."""
-    rng = random.Random(seed * 1_000_003 + step)
-    need = per_rank * world
-    order: list[int] = []
-    while len(order) < need:
-        block = list(range(n_problems))
-        rng.shuffle(block)
-        order.extend(block)
-    return order[rank * per_rank : (rank + 1) * per_rank]
-
-
-def _history(index: dict[str, Node], node: Node, action: int, num_agents: int) -> list[list[str]]:
-    """Each agent's responses along the path root → node, ending with joint action `action`."""
-    path: list[tuple[Node, int]] = [(node, action)]
-    cur = node
-    while cur.parent is not None:
-        parent = index[cur.parent]
-        path.append((parent, cur.parent_action))
-        cur = parent
-    path.reverse()
-    return [[n.completions[a][n.joint[j][a]].text for n, j in path] for a in range(num_agents)]
-
-
-class Rollout:
-    """The three callables the level-synchronous expander drives, bound to one batch of problems."""
-
-    def __init__(self, comp: Components, problems: list, greedy: bool = False) -> None:
-        self.c, self.problems, self.greedy = comp, problems, greedy
-        self.transition: Transition = comp.task.transition(comp.feedback)
-        self.roots: list[Node] = []
-        self.nodes: dict[str, Node] = {}  # every node scored so far, by id: the paths of later turns
-        self.gen_tokens = 0
-        self.gen_seconds = 0.0
-        self.score_seconds = 0.0
-        self.feedback_seconds = 0.0
-
-    def generate(self, requests: list[tuple[int, list[dict]]], n: int) -> list[list[Any]]:
-        t0 = time.perf_counter()
-        out = self.c.engine.generate(requests, n, greedy=self.greedy)
-        self.gen_seconds += time.perf_counter() - t0
-        self.gen_tokens += sum(len(s.completion_ids) for row in out for s in row)
-        return out
-
-    def score(self, pairs: list[tuple[Node, tuple[int, ...]]]) -> list[tuple[float, Any]]:
-        """Scores each joint action on its node's state and keeps the state it leaves on the node."""
-        t0 = time.perf_counter()
-        turns = [
-            JointTurn(self.problems[node.root], tuple(node.completions[a][act[a]].text for a in range(len(act))),
-                      node.state)
-            for node, act in pairs
-        ]
-        scored = self.c.task.score_turns(turns)
-        for node, _ in pairs:
-            self.nodes[node.id] = node
-            node.next_states = []
-        for (node, _), (_, state) in zip(pairs, scored, strict=True):
-            node.next_states.append(state)
-        self.score_seconds += time.perf_counter() - t0
-        return [(r.total, r) for r, _ in scored]
-
-    def next_messages(self, pairs: list[tuple[Node, int]]) -> list[list[list[dict]]]:
-        t0 = time.perf_counter()
-        n_agents = self.c.task.num_agents
-        paths = [Continuation(self.problems[node.root], node, j, _history(self.nodes, node, j, n_agents))
-                 for node, j in pairs]
-        out = self.transition.next_messages(self.c.task, paths)
-        out = [self._prefixed(self.problems[node.root], msgs) for (node, _), msgs in zip(pairs, out, strict=True)]
-        self.feedback_seconds += time.perf_counter() - t0
-        return out
-
-    def _prefixed(self, problem: Any, messages: list[list[dict]]) -> list[list[dict]]:
-        """Each agent's chat, ending with the task's answer prefix as a partial assistant message if it has one."""
-        out = []
-        for a, msgs in enumerate(messages):
-            prefix = self.c.task.answer_prefix(a, problem)
-            out.append([*msgs, {"role": "assistant", "content": prefix}] if prefix else msgs)
-        return out
-
-    def initial_messages(self, problem: Any) -> list[list[dict]]:
-        """The turn-1 chats the agents are prompted with: the task's messages plus its answer prefix."""
-        return self._prefixed(problem, self.c.task.initial_messages(problem))
-
-    def run(self, shape: TreeShape, tag: str) -> list[Node]:
-        self.c.task.begin_rollout()
-        self.roots = make_roots([self.initial_messages(p) for p in self.problems], tag)
-        for root, problem in zip(self.roots, self.problems, strict=True):
-            root.state = self.c.task.initial_state(problem)
-        return expand_trees(self.roots, shape, self.generate, self.score, self.next_messages)
-
-
-def _turn_sums(roots: list[Node], num_turns: int, task: Task | None = None) -> dict[str, float]:
-    """Per-turn sums of rewards, joint actions, passes and the task's outcome counts (the same keys on
-    every rank, whatever its trees hold, so they can be summed over ranks)."""
-    sums: dict[str, float] = {}
-    for t in range(1, num_turns + 1):
-        sums[f"turn_{t}/reward_sum"] = 0.0
-        sums[f"turn_{t}/count"] = 0.0
-        sums[f"turn_{t}/passed"] = 0.0
-        for name in task.outcome_names if task is not None else ():
-            sums[f"turn_{t}/{name}"] = 0.0
-    for root in roots:
-        for node in root.walk():
-            sums[f"turn_{node.turn}/reward_sum"] += sum(node.rewards)
-            sums[f"turn_{node.turn}/count"] += len(node.rewards)
-            sums[f"turn_{node.turn}/passed"] += sum(bool(d.all_passed) for d in node.details)
-            for d in node.details if task is not None else ():
-                for name, value in task.outcome_counts(d).items():
-                    sums[f"turn_{node.turn}/{name}"] += float(value)
-    return sums
-
-
-def _turn_means(sums: dict[str, float], num_turns: int, prefix: str = "") -> dict[str, float]:
-    """Means per turn and over all turns; a task's outcome counts become rates per joint action."""
-    out: dict[str, float] = {}
-    total_r = total_n = 0.0
-    extra: dict[str, float] = {}
-    for t in range(1, num_turns + 1):
-        n = sums[f"turn_{t}/count"]
-        total_r += sums[f"turn_{t}/reward_sum"]
-        total_n += n
-        out[f"{prefix}turn_{t}/reward_mean"] = sums[f"turn_{t}/reward_sum"] / n if n else float("nan")
-        out[f"{prefix}turn_{t}/pass_rate"] = sums[f"turn_{t}/passed"] / n if n else float("nan")
-        for key, value in sums.items():
-            head, _, name = key.partition("/")
-            if head == f"turn_{t}" and name not in ("reward_sum", "count", "passed"):
-                out[f"{prefix}{key}"] = value / n if n else float("nan")
-                extra[name] = extra.get(name, 0.0) + value
-    out[f"{prefix}reward_mean"] = total_r / total_n if total_n else float("nan")
-    for name, value in extra.items():
-        out[f"{prefix}{name}"] = value / total_n if total_n else float("nan")
-    return out
-
-
-def training_step(comp: Components, step: int) -> tuple[dict[str, float], list[dict]]:
+def training_step(comp: Components, step: int, start_rewards: dict[str, float] | None = None
+                  ) -> tuple[dict[str, float], list[dict]]:
+    """One rollout of `trees_per_step` trees per rank, returns backed up, one optimizer step. With
+    `start_rewards` (the untrained policy's sampled turn-1 reward per problem, `Evaluator.start_rewards`),
+    `reward_vs_start` is the step's turn-1 reward minus the untrained one on the same problems."""
     cfg, acc = comp.cfg, comp.accelerator
     m = cfg.magrpo
     t0 = time.perf_counter()
@@ -186,7 +58,8 @@ def training_step(comp: Components, step: int) -> tuple[dict[str, float], list[d
                         acc.num_processes, cfg.training.seed)
     torch.manual_seed(cfg.training.seed * 7919 + step * 101 + acc.process_index)
     comp.feedback.counters.reset()  # count this step's rollout only, not evaluations in between
-    rollout = Rollout(comp, [comp.train[i] for i in idx])
+    problems = [comp.train[i] for i in idx]
+    rollout = Rollout(comp, problems)
     shape = TreeShape(m.num_agents, m.num_generations, m.num_turns, m.joint_mode, m.early_termination_threshold)
     roots = rollout.run(shape, tag="")
     for root in roots:
@@ -200,7 +73,7 @@ def training_step(comp: Components, step: int) -> tuple[dict[str, float], list[d
     t_update = time.perf_counter() - t_update
     stats = TreeStats.of(roots, m.num_turns)
     local = {
-        **_turn_sums(roots, m.num_turns, comp.task),
+        **turn_sums(roots, m.num_turns, comp.task),
         "nodes": sum(stats.nodes), "pruned": sum(stats.pruned), "leaves": stats.leaves,
         "joint_actions": sum(stats.joint_actions),
         **{f"turn_{t + 1}/nodes": stats.nodes[t] for t in range(m.num_turns)},
@@ -212,12 +85,15 @@ def training_step(comp: Components, step: int) -> tuple[dict[str, float], list[d
         "engine_abs_gap_sum": train_stats["abs_gap_sum"], "engine_kl_sum": train_stats["kl_sum"],
         "engine_tokens": train_stats["tokens"],
         "return_sum": sum(sum(r.returns) / len(r.returns) for r in roots), "trees": len(roots),
+        **_vs_start_sums(roots, problems, start_rewards or {}),
     }
     total = reduce_sums(acc, local)
     world = acc.num_processes
     metrics: dict[str, float] = {"step": step + 1}
-    metrics.update(_turn_means(total, m.num_turns))
+    metrics.update(turn_means(total, m.num_turns))
     metrics["return_mean"] = total["return_sum"] / max(1.0, total["trees"])
+    if total["vs_start_count"]:
+        metrics["reward_vs_start"] = total["vs_start_sum"] / total["vs_start_count"]
     for key in ("nodes", "pruned", "leaves", "joint_actions", "gen_tokens", "adv_groups", "adv_groups_skipped",
                 "samples", "trees"):
         metrics[key] = int(total[key])
@@ -250,6 +126,17 @@ def training_step(comp: Components, step: int) -> tuple[dict[str, float], list[d
     return metrics, records
 
 
+def _vs_start_sums(roots: list, problems: list, start: dict[str, float]) -> dict[str, float]:
+    """Sum over this rank's trees of (mean turn-1 reward - the untrained policy's, same problem)."""
+    out = {"vs_start_sum": 0.0, "vs_start_count": 0.0}
+    for root, problem in zip(roots, problems, strict=True):
+        label = problem.task_id if isinstance(problem, Problem) else None
+        if label in start:
+            out["vs_start_sum"] += sum(root.rewards) / len(root.rewards) - start[label]
+            out["vs_start_count"] += 1.0
+    return out
+
+
 def _warn_if_nothing_trained(comp: Components, metrics: dict[str, float]) -> None:
     """Once per run: a step whose advantage groups all tied (equal sibling returns) updated nothing."""
     if metrics["samples"] or not metrics["adv_groups"] or comp.counters.get("warned_all_tied"):
@@ -261,27 +148,33 @@ def _warn_if_nothing_trained(comp: Components, metrics: dict[str, float]) -> Non
                     int(metrics["step"]), int(metrics["adv_groups"]))
 
 
-def evaluate(comp: Components, step: int) -> dict[str, float]:
-    """Greedy, one chain per held-out problem (G=1, no early stop): pass@1 and mean reward per turn, and
-    the evaluation's wall seconds (`step_seconds` leaves them out; a run's CPU budget needs both)."""
-    t0 = time.perf_counter()
-    cfg, acc = comp.cfg, comp.accelerator
-    m = cfg.magrpo
-    problems = comp.eval[: cfg.training.eval_size] if cfg.training.eval_size else comp.eval
-    mine = problems[acc.process_index :: acc.num_processes]
-    sums = {k: 0.0 for k in _turn_sums([], m.num_turns, comp.task)}  # a rank without problems adds zeros
-    if mine:
-        rollout = Rollout(comp, mine, greedy=True)
-        roots = rollout.run(TreeShape(m.num_agents, 1, m.num_turns, "align", None), tag="eval")
-        sums = _turn_sums(roots, m.num_turns, comp.task)
-    sums["problems"] = float(len(mine))
-    total = reduce_sums(acc, sums)
-    means = _turn_means(total, m.num_turns, prefix="eval/")
-    out = {k.replace("pass_rate", "pass_at_1"): v for k, v in means.items()}
-    out["eval/pass_at_1"] = out[f"eval/turn_{m.num_turns}/pass_at_1"]
-    out["eval/problems"] = int(total["problems"])
-    out["eval/seconds"] = time.perf_counter() - t0
-    return out
+def _log_evaluation_start(evaluator: Evaluator) -> None:
+    """One line before the first evaluation, so minutes without output are explained."""
+    if not evaluator.c.accelerator.is_main_process:
+        return
+    parts = []
+    for name, label in (("heldout", "held-out"), ("probe", "training-probe")):
+        if evaluator.sets[name]:
+            chains = (["1 greedy"] if evaluator.greedy[name] else []) + \
+                ([f"{evaluator.samples[name]} sampled"] if evaluator.samples[name] else [])
+            parts.append(f"{len(evaluator.sets[name])} {label} problems ({' + '.join(chains)} chains each)")
+    log.info("evaluating the untrained policy: %s", "; ".join(parts))
+
+
+def evaluation_summary(ev: dict[str, float]) -> str:
+    """One line of an evaluation's headline figures (those present)."""
+    parts = []
+    if "eval/problems" in ev:
+        bits = []
+        if "eval/pass_at_1" in ev:
+            bits.append(f"greedy {ev['eval/pass_at_1']:.3f}")
+        if "eval/sampled/pass_at_1" in ev:
+            bits.append(f"sampled {ev['eval/sampled/pass_at_1']:.3f}")
+        parts.append(f"held-out pass@1 {', '.join(bits)} of {int(ev['eval/problems'])} problems")
+    if "eval/probe/sampled/reward_mean" in ev:
+        parts.append(f"training probe sampled reward {ev['eval/probe/sampled/reward_mean']:.3f} "
+                     f"of {int(ev['eval/probe/problems'])} problems")
+    return "; ".join(parts)
 
 
 def progress_numbers(metrics: dict[str, float], num_turns: int) -> dict[str, str]:
@@ -314,27 +207,34 @@ def run(cfg: RunConfig) -> int:
             log.info("resumed from %s (step %d)", latest, start)
     writer = RunWriter(cfg, acc, resume_step=start) if acc.is_main_process else None
     bar = None
+    evaluator = Evaluator(comp)
+    if start > 0:
+        evaluator.restore(read_eval_records(out, start))
     try:
-        if start == 0 and comp.eval:
-            ev = evaluate(comp, 0)
+        if start == 0 and evaluator.enabled:
+            _log_evaluation_start(evaluator)
+            ev, ev_records = evaluator.run(0)
             if writer:
                 writer.log({"step": 0, **ev})
-                log.info("held-out before training: pass@1 %.3f of %d problems, reward %.3f (%.0f s)",
-                         ev["eval/pass_at_1"], ev["eval/problems"], ev["eval/reward_mean"], ev["eval/seconds"])
+                writer.write_evals(ev_records)
+                log.info("before training: %s (%.0f s)", evaluation_summary(ev), ev["eval/seconds"])
         if acc.is_main_process and cfg.logging.progress_bar:  # after the first evaluation: s/step is training
             from tqdm.auto import tqdm
 
             bar = tqdm(total=cfg.training.steps, initial=start, desc="train", unit="step", dynamic_ncols=True)
         for step in range(start, cfg.training.steps):
-            metrics, records = training_step(comp, step)
+            metrics, records = training_step(comp, step, evaluator.start_rewards())
             done = step + 1
             last = done == cfg.training.steps
-            if comp.eval and (last or (cfg.training.eval_every and done % cfg.training.eval_every == 0)):
-                metrics.update(evaluate(comp, done))
+            ev_records = []
+            if evaluator.enabled and (last or (cfg.training.eval_every and done % cfg.training.eval_every == 0)):
+                ev, ev_records = evaluator.run(done)
+                metrics.update(ev)
             gathered = gather_object(records) if acc.num_processes > 1 else records
             if writer:
                 writer.log(metrics)
                 writer.write_trees(gathered)
+                writer.write_evals(ev_records)
             if last or (cfg.training.save_every and done % cfg.training.save_every == 0):
                 save_checkpoint(acc, comp.model, comp.policies, comp.optimizer, comp.scheduler, done, ckpt_root)
             if bar:

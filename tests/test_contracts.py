@@ -19,7 +19,7 @@ from comlrl.rollout import TreeShape
 from comlrl.tasks import build_task
 from comlrl.tasks.actions import ActionsTask, bundled_tasks_path
 from comlrl.tasks.datasets import load_easy
-from comlrl.trainer import Rollout
+from comlrl.rollout_driver import Rollout
 from feedback.results import AgentAnalysis, CodeResults
 from sandbox.results import ExecResult
 
@@ -37,7 +37,7 @@ def sandbox() -> Iterator:
         yield box
 
 
-@pytest.mark.parametrize("module", ["trainer.py", "components.py", "update.py"])
+@pytest.mark.parametrize("module", ["trainer.py", "components.py", "update.py", "rollout_driver.py", "evaluation.py"])
 def test_the_trainer_calls_declared_members_only(module: str) -> None:
     """It probed `score_paths`, `build_next_messages`, `metrics` and `all_passed` with getattr (the trainer's
     modules: the loop, what a run is built from, the update)."""

@@ -1,12 +1,10 @@
-"""The end-of-run report: Wilson intervals, the before/after lines and the verdict (pure, no model)."""
+"""The end-of-run report: Wilson intervals and the paired before/after lines of eval.jsonl (pure, no model)."""
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
-from comlrl.run_report import EvalPoint, eval_points, summary_lines, verdict, wilson_interval
+from comlrl.run_report import paired_lines, summary_lines, wilson_interval
 
 
 @pytest.mark.parametrize(("k", "n", "lo", "hi"), [
@@ -35,44 +33,48 @@ def test_wilson_interval_rejects_impossible_counts(k: int, n: int) -> None:
         wilson_interval(k, n)
 
 
-def _steps(*evals: tuple[int, float, int, float]) -> dict[int, dict[str, float]]:
-    steps: dict[int, dict[str, float]] = {1: {"reward_mean": 1.0}}
-    for step, p, n, r in evals:
-        steps.setdefault(step, {}).update({"eval/pass_at_1": p, "eval/problems": n, "eval/reward_mean": r,
-                                           "eval/helper_called": 0.25})
-    return steps
+def _records(step: int, set_name: str, sampled: list[float], reward: list[float], greedy: list[float] | None = None,
+             helper: list[float] | None = None) -> list[dict]:
+    return [{"step": step, "set": set_name, "index": i, "task_id": f"P/{i}", "samples": 4,
+             "sampled_pass": p, "sampled_reward": r, "greedy_pass": None if greedy is None else greedy[i],
+             "outcomes": {} if helper is None else {"passed_with_helper": helper[i]}}
+            for i, (p, r) in enumerate(zip(sampled, reward, strict=True))]
 
 
-def test_eval_points_take_only_records_with_an_evaluation() -> None:
-    pts = eval_points(_steps((0, 0.375, 32, 2.0), (10, 0.5, 32, 2.3)))
-    assert [(p.step, p.solved, p.problems) for p in pts] == [(0, 12, 32), (10, 16, 32)]
+def test_report_leads_with_what_moved_and_labels_noise() -> None:
+    before = (_records(0, "probe", [0.25, 0.5, 0.0, 0.25], [1.0, 1.5, 0.5, 1.0])
+              + _records(0, "heldout", [0.5, 0.25, 0.75, 0.0], [2.0, 1.0, 2.5, 0.5], greedy=[1, 0, 1, 0]))
+    after = (_records(4, "probe", [0.5, 0.75, 0.25, 0.5], [1.5, 2.0, 1.0, 1.5])
+             + _records(4, "heldout", [0.75, 0.0, 0.75, 0.25], [2.0, 1.0, 2.5, 0.5], greedy=[1, 0, 0, 0]))
+    lines = summary_lines(before + after)
+    # probe reward: +0.5 on every problem (interval a point), probe pass +0.25 on every problem: both moved
+    assert lines[0] == ("trained-on problems (probe), sampled reward (4 problems, 4 samples each): 1.000 -> 1.500, "
+                        "+0.500 (95% CI +0.500 to +0.500): improved")
+    assert lines[1].startswith("trained-on problems (probe), sampled pass@1 (4 problems, 4 samples each): "
+                               "25.0% -> 50.0%, +25.0 points (95% CI +25.0 to +25.0): improved")
+    held = [x for x in lines if x.startswith("held-out")]
+    assert [x.rsplit(": ", 1)[1] for x in held] == ["within noise"] * 3
+    assert any("greedy pass@1 (4 problems, 1 greedy chain each): 50.0% -> 25.0%, -25.0 points" in x for x in held)
+    assert lines[-1].startswith("(before = the untrained policy, after = step 4; the same problems and sampling "
+                                "seed; intervals: 95%, paired t over problems)")
 
 
-def test_summary_lines_before_after_and_verdict() -> None:
-    lines = summary_lines(_steps((0, 0.375, 32, 2.0), (10, 0.75, 32, 2.5)))
-    assert lines[0] == ("held-out pass@1 before: 37.5% (12/32, 95% CI 22.9%-54.7%), reward 2.000, "
-                        "main calls the helper in 25.0%")
-    assert lines[1].startswith("held-out pass@1 after 10 steps: 75.0% (24/32, 95% CI ")
-    assert lines[2] == ("improved: held-out pass@1 +37.5 points (12 -> 24 of 32 problems), beyond the 95% "
-                        "interval of the start")
+def test_report_pairs_by_problem_not_by_position() -> None:
+    before = _records(0, "probe", [0.0, 1.0, 0.5], [0.0, 2.0, 1.0])
+    after = list(reversed(_records(3, "probe", [0.25, 1.0, 0.75], [0.5, 2.5, 1.5])))
+    (line,) = [x for x in paired_lines(before, after) if "sampled reward" in x]
+    assert "0.000 -> 1.000" not in line and "+0.500 (95% CI +0.500 to +0.500): improved" in line
+
+
+def test_cooperation_line_only_when_it_ever_happened() -> None:
+    zero = _records(0, "heldout", [0.5, 0.5], [1.0, 1.0], helper=[0.0, 0.0])
+    assert not any("helper" in x for x in paired_lines(zero, _records(2, "heldout", [0.5, 0.5], [1.0, 1.0],
+                                                                          helper=[0.0, 0.0])))
+    rose = paired_lines(zero, _records(2, "heldout", [0.5, 0.5], [1.0, 1.0], helper=[0.5, 0.25]))
+    assert any(x.startswith("held-out problems, passed with the helper (sampled) (2 problems, 4 samples each): "
+                            "0.0% -> 37.5%") for x in rose)
 
 
 def test_summary_needs_two_evaluations() -> None:
-    assert summary_lines(_steps((0, 0.5, 8, 2.0))) == []
-    assert summary_lines({}) == []
-
-
-@pytest.mark.parametrize(("after", "expected"), [
-    (0.5, "improved: held-out pass@1 +12.5 points (12 -> 16 of 32 problems), within the 95% interval"),
-    (0.25, "not improved: held-out pass@1 -12.5 points (12 -> 8 of 32 problems), within noise"),
-    (0.0, "not improved: held-out pass@1 -37.5 points (12 -> 0 of 32 problems), below the start's 95%"),
-    (0.375, "no change in held-out pass@1 (12 of 32); held-out reward +0.100"),
-])
-def test_verdict_says_direction_and_noise(after: float, expected: str) -> None:
-    before = EvalPoint(0, 0.375, 32, 2.0)
-    assert verdict(before, EvalPoint(10, after, 32, 2.1)).startswith(expected)
-
-
-def test_eval_point_interval_is_of_its_own_counts() -> None:
-    p = EvalPoint(3, 0.5, 10, math.nan)
-    assert p.solved == 5 and p.interval() == pytest.approx(wilson_interval(5, 10))
+    assert summary_lines(_records(0, "probe", [0.5, 0.5], [1.0, 1.0])) == []
+    assert summary_lines([]) == []

@@ -15,7 +15,9 @@ from typing import Any
 
 from comlrl.viz import VizError
 
-PLOTS = ("overview.png", "reward.png", "pruned.png", "loss.png", "eval_pass_at_1.png")
+PLOTS = ("overview.png", "reward.png", "pruned.png", "loss.png", "eval_pass_at_1.png", "reward_per_turn.png",
+         "cooperation.png")
+SMOOTH = 3  # steps in the running mean drawn over noisy per-step curves
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 _DASHES = ("-", "--", "-.", ":")
 _TURN = re.compile(r"^turn_(\d+)/reward_mean$")
@@ -139,21 +141,44 @@ def _pyplot() -> Any:
     return plt
 
 
-def _draw(ax: Any, runs: list[Run], key: str, title: str, colours: list[Any], legend: bool = False) -> None:
-    """One panel: `key` over steps for every run; eval keys include step 0, fractions get a 0..1 axis."""
+def running_mean(ys: list[float], width: int) -> list[float]:
+    """Mean of the last `width` finite values at each point (nan until one exists)."""
+    out = []
+    for i in range(len(ys)):
+        window = [y for y in ys[max(0, i - width + 1) : i + 1] if math.isfinite(y)]
+        out.append(sum(window) / len(window) if window else math.nan)
+    return out
+
+
+def _rate(key: str) -> bool:
+    return key.endswith(("pruned_frac", "pass_at_1", "helper_called", "helper_used", "passed_with_helper"))
+
+
+def _draw(ax: Any, runs: list[Run], key: str, title: str, colours: list[Any], legend: bool = False,
+          smooth: bool = False, zero_line: bool = False) -> None:
+    """One panel: `key` over steps for every run; eval keys include step 0, rates get a 0..1 axis.
+    `smooth` draws the points faintly under their running mean (per-step values are noisy)."""
     from matplotlib.ticker import MaxNLocator
 
     train_only = not key.startswith("eval/")
-    ylim = (-0.03, 1.03) if key.endswith("pruned_frac") or key.endswith("pass_at_1") else None
+    ylim = (-0.03, 1.03) if _rate(key) else None
     drawn = False
+    if zero_line:
+        ax.axhline(0.0, color="black", linewidth=0.8, alpha=0.6)
     for i, (run, colour) in enumerate(zip(runs, colours, strict=True)):
         xs, ys = run.series(key, train_only=train_only)
         if not xs:
             continue
         drawn = drawn or any(math.isfinite(y) for y in ys)
         # distinct markers and dashes keep runs with identical values visible on top of each other
-        ax.plot(xs, ys, marker=_MARKERS[i % len(_MARKERS)], markersize=4, linewidth=1.6, alpha=0.9,
-                linestyle=_DASHES[i % len(_DASHES)], color=colour, label=run.name)
+        style = dict(marker=_MARKERS[i % len(_MARKERS)], markersize=4, linestyle=_DASHES[i % len(_DASHES)],
+                     color=colour)
+        if smooth:
+            ax.plot(xs, ys, linewidth=0.8, alpha=0.35, **style)
+            ax.plot(xs, running_mean(ys, SMOOTH), linewidth=2.0, alpha=0.95, color=colour,
+                    linestyle=_DASHES[i % len(_DASHES)], label=run.name)
+        else:
+            ax.plot(xs, ys, linewidth=1.6, alpha=0.9, label=run.name, **style)
     ax.set_title(title, fontsize=10)
     ax.set_xlabel("step", fontsize=9)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -168,12 +193,13 @@ def _draw(ax: Any, runs: list[Run], key: str, title: str, colours: list[Any], le
 
 
 def _panels(plt: Any, runs: list[Run], specs: list[tuple[str, str]], path: Path, colours: list[Any],
-            suptitle: str) -> None:
+            suptitle: str, smooth: bool = False, zero_keys: tuple[str, ...] = ()) -> None:
     ncols = 2 if len(specs) == 4 else min(len(specs), 3)
     nrows = math.ceil(len(specs) / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.4 * ncols, 3.3 * nrows), squeeze=False)
     for i, (key, title) in enumerate(specs):
-        _draw(axes[i // ncols][i % ncols], runs, key, title, colours, legend=i == 0)
+        _draw(axes[i // ncols][i % ncols], runs, key, title, colours, legend=i == 0,
+              smooth=smooth and not key.startswith("eval/"), zero_line=key in zero_keys)
     for j in range(len(specs), nrows * ncols):
         axes[j // ncols][j % ncols].set_visible(False)
     fig.suptitle(suptitle, fontsize=11)
@@ -194,11 +220,29 @@ def plot_runs(runs: list[Run], out_dir: str | Path) -> list[Path]:
     _panels(plt, runs, [("reward_mean", "reward (all turns)"), ("pruned_frac", "pruned fraction"),
                         ("loss", "loss"), ("eval/pass_at_1", "eval pass@1 (last turn)")],
             paths[0], colours, "overview")
-    _panels(plt, runs, [("reward_mean", "all turns")] + [(f"turn_{t}/reward_mean", f"turn {t}") for t in turns],
-            paths[1], colours, "mean immediate reward per turn")
+    _reward_plot(plt, runs, paths[1], colours)
     _panels(plt, runs, [("pruned_frac", "all turns")] + [(f"turn_{t}/pruned_frac", f"turn {t}") for t in turns],
             paths[2], colours, "fraction of nodes pruned (early termination)")
     _panels(plt, runs, [("loss", "loss")], paths[3], colours, "training loss")
-    _panels(plt, runs, [("eval/pass_at_1", "eval pass@1")], paths[4], colours,
-            "eval pass@1 (step 0 = before training)")
+    _panels(plt, runs, [("eval/pass_at_1", "greedy"), ("eval/sampled/pass_at_1", "sampled")], paths[4], colours,
+            "held-out pass@1 (step 0 = before training)")
+    _panels(plt, runs, [("reward_mean", "all turns")] + [(f"turn_{t}/reward_mean", f"turn {t}") for t in turns],
+            paths[5], colours, "training reward per turn (each step draws other problems: not a learning curve)",
+            smooth=True)
+    _panels(plt, runs, [("helper_called", "main calls aux"), ("helper_used", "uses its result"),
+                        ("passed_with_helper", "passes with the helper")], paths[6], colours,
+            f"cooperation per step (share of training joint actions; thick: mean of {SMOOTH} steps)", smooth=True)
     return paths
+
+
+def _reward_plot(plt: Any, runs: list[Run], path: Path, colours: list[Any]) -> None:
+    """What the policy did, not which problems a step drew: the training reward relative to the untrained
+    policy on the same problems (`reward_vs_start`), and the paired evaluations (probe and held-out)."""
+    has_vs = any(run.series("reward_vs_start", train_only=True)[0] for run in runs)
+    first = ("reward_vs_start", "training reward minus the untrained policy's,\nsame problems (turn 1)") if has_vs \
+        else ("reward_mean", "training reward (each step draws other problems)")
+    specs = [first, ("eval/probe/sampled/reward_mean", "trained-on problems (probe), sampled"),
+             ("eval/sampled/reward_mean", "held-out problems, sampled")]
+    _panels(plt, runs, specs, path, colours,
+            f"reward: what training changed (thick: mean of {SMOOTH} steps; evaluations share one seed)",
+            smooth=True, zero_keys=("reward_vs_start",))

@@ -9,7 +9,7 @@ from act_refs import DONE, REFERENCE, locate
 import feedback
 from comlrl.rollout import TreeShape
 from comlrl.tasks.actions import ActionsTask, bundled_tasks_path, load_action_tasks
-from comlrl.trainer import Rollout
+from comlrl.rollout_driver import Rollout
 
 BAD = "I am not sure what to do here."
 

@@ -13,7 +13,7 @@ from comlrl.rollout import TreeShape
 from comlrl.tasks import build_task
 from comlrl.tasks.base import Problem
 from comlrl.tasks.tool_agent import ToolAgentTask
-from comlrl.trainer import Rollout
+from comlrl.rollout_driver import Rollout
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPT = 'def add(a: int, b: int) -> int:\n    """Return the sum of a and b.\n    >>> add(2, 3)\n    5\n    """\n'

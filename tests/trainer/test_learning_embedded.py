@@ -19,7 +19,8 @@ import torch
 
 from comlrl.config import load_config
 from comlrl.rollout import TreeShape
-from comlrl.trainer import Rollout, build, training_step
+from comlrl.rollout_driver import Rollout
+from comlrl.trainer import build, training_step
 
 pytestmark = [pytest.mark.embedded, pytest.mark.slow]
 

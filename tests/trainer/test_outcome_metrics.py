@@ -8,7 +8,8 @@ import pytest
 
 from comlrl.tasks.base import Task
 from comlrl.tasks.code.collab import CodeCollabTask
-from comlrl.trainer import _turn_means, _turn_sums, progress_numbers
+from comlrl.trainer import progress_numbers
+from comlrl.turn_metrics import turn_means, turn_sums
 from comlrl.tree import Node
 
 
@@ -55,9 +56,9 @@ def R(called: bool, used: bool = False, passed: bool = False) -> FakeReward:  # 
 
 def test_rates_per_turn_and_overall() -> None:
     root = _tree([R(True), R(False), R(False), R(False)], [R(True), R(True)])
-    sums = _turn_sums([root], 2, CountingTask())
+    sums = turn_sums([root], 2, CountingTask())
     assert sums["turn_1/called"] == 1.0 and sums["turn_2/called"] == 2.0
-    means = _turn_means(sums, 2)
+    means = turn_means(sums, 2)
     assert means["turn_1/called"] == pytest.approx(0.25)
     assert means["turn_2/called"] == pytest.approx(1.0)
     assert means["called"] == pytest.approx(3 / 6)  # over all joint actions of both turns
@@ -68,15 +69,15 @@ def test_keys_exist_for_turns_without_nodes_so_ranks_can_sum_them() -> None:
     """A rank whose trees all stopped after turn 1 must still send turn_2 keys (zeros) to the reduction."""
     root = _tree([R(True)], [])
     root.children.clear()
-    sums = _turn_sums([root], 2, CountingTask())
+    sums = turn_sums([root], 2, CountingTask())
     assert sums["turn_2/called"] == 0.0 and sums["turn_2/count"] == 0.0
-    assert set(_turn_sums([], 2, CountingTask())) == set(sums)
-    means = _turn_means(sums, 2)
+    assert set(turn_sums([], 2, CountingTask())) == set(sums)
+    means = turn_means(sums, 2)
     assert means["turn_2/called"] != means["turn_2/called"]  # nan: no joint action in turn 2
 
 
 def test_without_a_task_only_the_basic_sums() -> None:
-    assert set(_turn_sums([], 1)) == {"turn_1/reward_sum", "turn_1/count", "turn_1/passed"}
+    assert set(turn_sums([], 1)) == {"turn_1/reward_sum", "turn_1/count", "turn_1/passed"}
 
 
 def test_code_collab_counts_calls_uses_and_passes_with_the_helper() -> None:

@@ -1,0 +1,203 @@
+"""Evaluation with statistical power: every problem scored on its own, before and after, from one seed.
+
+Each evaluation runs, per problem, one greedy chain and `evaluation.samples` chains sampled at the
+training temperature (a chain is a G=1 tree of `num_turns` turns, no early stop), on two sets:
+
+- `heldout`: the held-out split (`eval/...` keys; greedy keeps its historical names `eval/pass_at_1`);
+- `probe`: the first distinct training problems the run's steps draw (`eval/probe/...`), so the untrained
+  policy is scored on exactly the problems it will train on.
+
+Sampling starts from `evaluation.seed` every time, so the same weights give the same draws and before and
+after differ only by the policy. Per-problem scores go to eval.jsonl; at every evaluation after the
+first, each set's paired difference to the first one (`..._delta`, `..._delta_lo`, `..._delta_hi`: the
+95% paired t interval over problems, comlrl/paired.py) goes to metrics.jsonl and TensorBoard.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+from accelerate.utils import gather_object
+
+from comlrl.components import Components
+from comlrl.contracts import Problem
+from comlrl.distributed import reduce_sums
+from comlrl.paired import pair_by_key, paired_difference
+from comlrl.problem_draw import probe_indices
+from comlrl.rollout import TreeShape
+from comlrl.rollout_driver import Rollout
+from comlrl.tree import Node
+from comlrl.turn_metrics import turn_means, turn_sums
+
+SETS = ("heldout", "probe")
+PREFIX = {"heldout": "eval/", "probe": "eval/probe/"}
+# per-problem score -> the metric whose paired difference is logged (greedy keeps its historical name)
+PAIRED = {"sampled_pass": "sampled/pass_at_1", "sampled_reward": "sampled/reward_mean", "greedy_pass": "pass_at_1"}
+
+
+@dataclass(frozen=True)
+class ProblemScore:
+    """One problem's scores in one evaluation (None where that kind of chain was not run)."""
+
+    set: str
+    index: int  # position in its set: the pairing key (a run's split and probe are deterministic)
+    task_id: str
+    greedy_pass: float | None = None  # 1.0 / 0.0: the greedy chain passed after the last turn
+    greedy_reward: float | None = None  # mean reward over the greedy chain's turns
+    sampled_pass: float | None = None  # share of the sampled chains that passed after the last turn
+    sampled_reward: float | None = None  # mean over the sampled chains of their mean reward per turn
+    first_turn_reward: float | None = None  # mean turn-1 reward of the sampled chains (training's turn 1)
+    samples: int = 0
+    outcomes: dict[str, float] = field(default_factory=dict)  # the task's outcome rates over sampled chains
+
+    def record(self, step: int) -> dict[str, Any]:
+        return {"step": step, **asdict(self)}
+
+
+def _chain(root: Node) -> list[Node]:
+    """The nodes of a G=1 tree, turn by turn."""
+    return list(root.walk())
+
+
+def _problem_label(problem: Any, index: int) -> str:
+    return problem.task_id if isinstance(problem, Problem) else str(index)
+
+
+def _chain_stats(roots: list[Node], outcome: Any) -> tuple[float, float, float, dict[str, float]]:
+    """(pass share after the last turn, mean of chain mean rewards, mean turn-1 reward, outcome rates)."""
+    chains = [_chain(r) for r in roots]
+    passed = statistics.fmean(float(bool(c[-1].details[0].all_passed)) for c in chains)
+    reward = statistics.fmean(statistics.fmean(n.rewards[0] for n in c) for c in chains)
+    first = statistics.fmean(c[0].rewards[0] for c in chains)
+    rates: dict[str, float] = {}
+    for c in chains:
+        for n in c:
+            for name, value in outcome(n.details[0]).items():
+                rates[name] = rates.get(name, 0.0) + float(value)
+    count = sum(len(c) for c in chains)
+    return passed, reward, first, {k: v / count for k, v in rates.items()}
+
+
+class Evaluator:
+    """Runs the run's evaluations and keeps the first one's per-problem scores for the paired differences."""
+
+    def __init__(self, comp: Components) -> None:
+        self.c = comp
+        cfg = comp.cfg
+        t, e = cfg.training, cfg.evaluation
+        heldout = comp.eval[: t.eval_size] if t.eval_size else list(comp.eval)
+        world = comp.accelerator.num_processes
+        probe = [comp.train[i] for i in probe_indices(len(comp.train), t.steps, t.trees_per_step, world, t.seed,
+                                                       e.probe_problems)] if comp.train else []
+        self.sets: dict[str, list[Any]] = {"heldout": heldout, "probe": probe}
+        self.samples = {"heldout": e.samples, "probe": e.probe_samples}
+        self.greedy = {"heldout": e.greedy, "probe": e.greedy}
+        self.baseline: dict[str, dict[int, ProblemScore]] = {}
+
+    @property
+    def enabled(self) -> bool:
+        return any(self.sets.values())
+
+    def start_rewards(self) -> dict[str, float]:
+        """The untrained policy's sampled turn-1 reward per probe problem label (empty before the first
+        evaluation): what each step's training reward on the same problems is compared with."""
+        return {s.task_id: s.first_turn_reward for s in self.baseline.get("probe", {}).values()
+                if s.first_turn_reward is not None}
+
+    def restore(self, records: list[dict[str, Any]]) -> None:
+        """On resume: the first evaluation's per-problem scores, read back from eval.jsonl."""
+        first = min((r["step"] for r in records), default=None)
+        for r in records:
+            if r["step"] == first:
+                score = ProblemScore(**{k: v for k, v in r.items() if k != "step"})
+                self.baseline.setdefault(score.set, {})[score.index] = score
+
+    def _rollout(self, problems: list[Any], greedy: bool, samples: int) -> list[Node]:
+        m = self.c.cfg.magrpo
+        if greedy:
+            return Rollout(self.c, problems, greedy=True).run(
+                TreeShape(m.num_agents, 1, m.num_turns, "align", None), tag="eval.g.")
+        torch.manual_seed(self.c.cfg.evaluation.seed + 7919 * self.c.accelerator.process_index)
+        repeated = [p for p in problems for _ in range(samples)]
+        return Rollout(self.c, repeated).run(TreeShape(m.num_agents, 1, m.num_turns, "align", None), tag="eval.s.")
+
+    def _score_set(self, name: str) -> tuple[dict[str, float], list[ProblemScore]]:
+        """This rank's share of one set: summed turn metrics (greedy and sampled) and per-problem scores."""
+        acc, task = self.c.accelerator, self.c.task
+        num_turns = self.c.cfg.magrpo.num_turns
+        problems = self.sets[name]
+        mine = list(range(len(problems)))[acc.process_index :: acc.num_processes]
+        greedy, k = self.greedy[name], self.samples[name]
+        empty = turn_sums([], num_turns, task)
+        sums = {f"g:{key}": 0.0 for key in empty} | {f"s:{key}": 0.0 for key in empty}
+        scores = [dict(set=name, index=i, task_id=_problem_label(problems[i], i), samples=k) for i in mine]
+        if mine and greedy:
+            roots = self._rollout([problems[i] for i in mine], True, 1)
+            sums.update({f"g:{key}": v for key, v in turn_sums(roots, num_turns, task).items()})
+            for score, root in zip(scores, roots, strict=True):
+                passed, reward, _, _ = _chain_stats([root], task.outcome_counts)
+                score.update(greedy_pass=passed, greedy_reward=reward)
+        if mine and k:
+            roots = self._rollout([problems[i] for i in mine], False, k)
+            sums.update({f"s:{key}": v for key, v in turn_sums(roots, num_turns, task).items()})
+            for j, score in enumerate(scores):
+                passed, reward, first, rates = _chain_stats(roots[j * k : (j + 1) * k], task.outcome_counts)
+                score.update(sampled_pass=passed, sampled_reward=reward, first_turn_reward=first, outcomes=rates)
+        return sums, [ProblemScore(**s) for s in scores]
+
+    def run(self, step: int) -> tuple[dict[str, float], list[dict[str, Any]]]:
+        """Metrics (`eval/...`) and per-problem records (eval.jsonl) of one evaluation, on every rank."""
+        t0 = time.perf_counter()
+        acc, num_turns = self.c.accelerator, self.c.cfg.magrpo.num_turns
+        metrics: dict[str, float] = {}
+        records: list[dict[str, Any]] = []
+        for name in SETS:
+            if not self.sets[name]:
+                continue
+            sums, mine = self._score_set(name)
+            total = reduce_sums(acc, sums)
+            scores = [s for part in gather_object([mine]) for s in part] if acc.num_processes > 1 else mine
+            scores.sort(key=lambda s: s.index)
+            metrics.update(self._set_metrics(name, total, len(scores), num_turns))
+            metrics.update(self._paired(name, scores, step))
+            records += [s.record(step) for s in scores]
+            if step == 0 or name not in self.baseline:
+                self.baseline[name] = {s.index: s for s in scores}
+        metrics["eval/seconds"] = time.perf_counter() - t0
+        return metrics, records
+
+    def _set_metrics(self, name: str, total: dict[str, float], n: int, num_turns: int) -> dict[str, float]:
+        prefix, out = PREFIX[name], {}
+        for kind, sub in (("g", ""), ("s", "sampled/")):
+            if (kind == "g" and not self.greedy[name]) or (kind == "s" and not self.samples[name]):
+                continue
+            sums = {key[2:]: v for key, v in total.items() if key.startswith(f"{kind}:")}
+            means = turn_means(sums, num_turns, prefix=prefix + sub)
+            out.update({key.replace("pass_rate", "pass_at_1"): v for key, v in means.items()})
+            out[f"{prefix}{sub}pass_at_1"] = out[f"{prefix}{sub}turn_{num_turns}/pass_at_1"]
+        out[f"{prefix}problems"] = n
+        if self.samples[name]:
+            out[f"{prefix}sampled/samples"] = self.samples[name]
+        return out
+
+    def _paired(self, name: str, scores: list[ProblemScore], step: int) -> dict[str, float]:
+        """Paired differences to the first evaluation of this set (nothing at the first one)."""
+        base = self.baseline.get(name)
+        if step == 0 or not base:
+            return {}
+        out: dict[str, float] = {}
+        first = {str(i): asdict(s) for i, s in base.items()}
+        now = {str(s.index): asdict(s) for s in scores}
+        for attr, key in PAIRED.items():
+            b, a = pair_by_key({i: r[attr] for i, r in first.items() if r[attr] is not None},
+                               {i: r[attr] for i, r in now.items() if r[attr] is not None})
+            if len(b) < 2:
+                continue
+            d = paired_difference(b, a)
+            out.update({f"{PREFIX[name]}{key}_delta": d.delta, f"{PREFIX[name]}{key}_delta_lo": d.lo,
+                        f"{PREFIX[name]}{key}_delta_hi": d.hi})
+        return out

@@ -1,0 +1,84 @@
+"""Paired before/after statistics (comlrl/paired.py) and the probe draw (comlrl/problem_draw.py): pure."""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+
+import pytest
+
+from comlrl.paired import pair_by_key, paired_difference, t_cdf, t_quantile
+from comlrl.problem_draw import probe_indices, step_problems
+
+
+@pytest.mark.parametrize(("df", "expected"), [  # textbook two-sided 95% critical values of Student's t
+    (1, 12.706205), (2, 4.302653), (3, 3.182446), (7, 2.364624), (15, 2.131450), (31, 2.039513), (120, 1.979930),
+])
+def test_t_quantile_known_values(df: int, expected: float) -> None:
+    assert t_quantile(0.975, df) == pytest.approx(expected, abs=1e-5)
+
+
+def test_t_cdf_is_symmetric_and_inverts_the_quantile() -> None:
+    for df in (1, 4, 30):
+        assert t_cdf(0.0, df) == pytest.approx(0.5)
+        for p in (0.6, 0.9, 0.99):
+            q = t_quantile(p, df)
+            assert t_cdf(q, df) == pytest.approx(p, abs=1e-9)
+            assert t_quantile(1 - p, df) == pytest.approx(-q, abs=1e-9)
+
+
+def test_paired_difference_hand_computed() -> None:
+    # differences 0.5, 0, 0.25, 0.25: mean 0.25, sd 0.204124, se 0.102062, t(0.975, 3) 3.182446
+    d = paired_difference([0, 1, 0.5, 0.25], [0.5, 1, 0.75, 0.5])
+    assert (d.n, d.before, d.after, d.delta) == (4, 0.4375, 0.6875, 0.25)
+    half = 3.182446 * 0.2041241 / 2
+    assert (d.lo, d.hi) == pytest.approx((0.25 - half, 0.25 + half), abs=1e-6)
+    assert d.verdict == "within noise"
+
+
+def test_pairing_removes_problem_difficulty() -> None:
+    """A constant +0.1 on problems of very different difficulty: the paired interval is a point, while
+    the unpaired spread of the scores would hide it."""
+    rng = random.Random(0)
+    before = [rng.random() * 0.8 for _ in range(8)]
+    d = paired_difference(before, [b + 0.1 for b in before])
+    assert d.delta == pytest.approx(0.1) and d.lo == pytest.approx(0.1) and d.verdict == "improved"
+    assert 1.96 * math.sqrt(2) * statistics.stdev(before) / math.sqrt(8) > 0.1  # an unpaired interval is wider
+
+
+def test_paired_difference_verdicts_and_errors() -> None:
+    assert paired_difference([1, 1, 1], [0, 0.1, 0]).verdict == "worse"
+    assert paired_difference([0, 0.1, 0.2], [0.5, 0.6, 0.75]).verdict == "improved"
+    one = paired_difference([0.2], [0.4])
+    assert one.delta == pytest.approx(0.2) and math.isinf(one.hi) and one.verdict == "within noise"
+    with pytest.raises(ValueError, match="3 scores before, 2 after"):
+        paired_difference([0, 0, 0], [1, 1])
+    with pytest.raises(ValueError, match="at least one problem"):
+        paired_difference([], [])
+
+
+def test_interval_covers_zero_at_the_nominal_rate_under_no_change() -> None:
+    """Under 'training changes nothing' (after = before + noise of mean 0) the 95% interval excludes zero
+    in about 5% of 2000 simulated evaluations of 16 problems."""
+    rng = random.Random(1)
+    misses = 0
+    for _ in range(2000):
+        before = [rng.random() for _ in range(16)]
+        after = [b + rng.gauss(0, 0.2) for b in before]
+        d = paired_difference(before, after)
+        misses += d.lo > 0 or d.hi < 0
+    assert 0.035 < misses / 2000 < 0.065
+
+
+def test_pair_by_key_keeps_shared_problems_in_one_order() -> None:
+    assert pair_by_key({"b": 2, "a": 1, "x": 9}, {"a": 3, "b": 4, "y": 0}) == ([1, 2], [3, 4])
+
+
+def test_probe_is_the_first_distinct_problems_the_steps_draw() -> None:
+    draws = [i for s in range(4) for r in range(2) for i in step_problems(30, s, 2, r, 2, 7)]
+    probe = probe_indices(30, 4, 2, 2, 7, cap=100)
+    assert probe == list(dict.fromkeys(draws))
+    assert probe_indices(30, 4, 2, 2, 7, cap=3) == probe[:3]
+    assert probe_indices(30, 0, 2, 1, 7, cap=8) == [] and probe_indices(30, 4, 2, 1, 7, cap=0) == []
+    assert len(probe_indices(3, 10, 2, 1, 0, cap=8)) == 3  # never more problems than exist
