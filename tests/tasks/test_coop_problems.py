@@ -190,3 +190,13 @@ def test_the_guessed_aux_really_changes_every_secret() -> None:
     guessed = ast.literal_eval(ast.parse(guessed_aux(p)).body[0].body[-1].value.func.value)  # type: ignore[attr-defined]
     assert list(original) == list(guessed) and sorted(original.values()) == sorted(guessed.values())
     assert all(original[w] != guessed[w] for w in original)
+
+
+def test_the_example_in_the_docs_is_what_the_generator_makes() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "coop.md").read_text()
+    p = PROBLEMS[31]
+    assert p.template == "count/modpred" and "`Coop/31`, seed 0" in doc
+    assert p.helper_prompt in doc and p.prompt in doc
+    assert "\n".join(p.test.splitlines()[:3]) + "\n    ...\n" in doc
