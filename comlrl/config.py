@@ -67,7 +67,7 @@ class DatasetFieldsConfig:
 
 @dataclass
 class DatasetConfig:
-    name: str = "easy"  # easy | humaneval | jsonl | hf
+    name: str = "easy"  # easy | humaneval | jsonl | hf | coop (task code_coop)
     path: str | None = None  # jsonl: file in HumanEval format; hf: saved dir, parquet/json/jsonl/csv, hub id
     eval_size: int = 8
     max_problems: int | None = None
@@ -113,7 +113,7 @@ class ActionsTaskConfig:
 
 @dataclass
 class TaskConfig:
-    name: str = "code_collab"  # code_collab (N=2) | code_single (N=1) | tool_agent (N=1) | actions (N=2) | registered
+    name: str = "code_collab"  # code_collab | code_coop (N=2) | code_single | tool_agent (N=1) | actions (N=2) | registered
     reward: str = "levels"  # code tasks: levels (docs/rewards.md) | a reward registered by a plugins module
     actions: ActionsTaskConfig = field(default_factory=ActionsTaskConfig)
     tool_agent: ToolAgentConfig = field(default_factory=ToolAgentConfig)
@@ -250,7 +250,7 @@ class RunConfig:
 CHOICES: dict[str, tuple[str, ...]] = {
     "model.dtype": ("float32", "bfloat16"),
     "agents.mode": ("lora", "full"),
-    "dataset.name": ("easy", "humaneval", "jsonl", "hf"),
+    "dataset.name": ("easy", "humaneval", "jsonl", "hf", "coop"),
     "magrpo.joint_mode": ("align", "cross"),
     "magrpo.advantage.credit": ("mean", "sum"),
     "magrpo.advantage.baseline": ("mean", "loo", "max", "none"),

@@ -121,6 +121,11 @@ class Task(ABC):
     def score(self, items: list[tuple[Any, list[str]]]) -> list[Reward]:
         """One `Reward` per (problem, completions per agent) item of a first turn, in order."""
 
+    def problem_statement(self, agent: int, problem: Any) -> str:
+        """The problem text agent `agent` sees in every turn: the shared `problem.prompt`, unless the task
+        splits the specification between its agents (code_coop: only the helper sees its rule)."""
+        return str(problem.prompt)
+
     def revise_instructions(self, agent: int) -> str:
         """The role text of the prompts after turn 1, where an agent also sees its teammates' code."""
         return self.role_instructions(agent)

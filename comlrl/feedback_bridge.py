@@ -35,6 +35,7 @@ class FeedbackBridge:
         contexts = [
             self.context(
                 problem=c.problem.prompt,
+                agent_problems=[task.problem_statement(a, c.problem) for a in range(task.num_agents)],
                 role_names=list(task.role_names),
                 role_instructions=[task.revise_instructions(a) for a in range(task.num_agents)],
                 initial_messages=task.initial_messages(c.problem),

@@ -28,6 +28,8 @@ class FeedbackContext:
     `codes` the responses are shown as written. `reward` is what the built-in modes read (`CodeResults`,
     which `comlrl.tasks.code.reward.CodeReward` satisfies); a mode registered for a task of its own gets
     that task's reward here. `entry_point` is optional and only names the function in the instructions.
+    `agent_problems[i]`, when given, is the problem text agent i sees instead of `problem` (a task that
+    splits the specification between its agents: `Task.problem_statement`).
     """
 
     problem: str
@@ -38,6 +40,7 @@ class FeedbackContext:
     reward: CodeResults
     entry_point: str = ""
     codes: list[list[str]] | None = None
+    agent_problems: list[str] | None = None
 
     def __post_init__(self) -> None:
         n = len(self.role_names)
@@ -48,6 +51,8 @@ class FeedbackContext:
                 raise ValueError(f"FeedbackContext.{name} has {len(value)} entries for {n} agents")
         if self.initial_messages and len(self.initial_messages) != n:
             raise ValueError(f"FeedbackContext.initial_messages has {len(self.initial_messages)} entries for {n} agents")
+        if self.agent_problems is not None and len(self.agent_problems) != n:
+            raise ValueError(f"FeedbackContext.agent_problems has {len(self.agent_problems)} entries for {n} agents")
         if any(len(h) == 0 for h in self.history):
             raise ValueError("FeedbackContext.history needs at least one previous response per agent")
         if self.codes is not None and [len(c) for c in self.codes] != [len(h) for h in self.history]:
@@ -56,6 +61,14 @@ class FeedbackContext:
     @property
     def num_agents(self) -> int:
         return len(self.role_names)
+
+    def problem_for(self, agent: int) -> str:
+        """The problem text agent `agent` sees: its own part of the specification, or the shared one."""
+        return self.problem if self.agent_problems is None else self.agent_problems[agent]
+
+    def team_problem(self) -> str:
+        """Every distinct part of the problem, in agent order: what a reviewer of the whole team sees."""
+        return "\n\n".join(dict.fromkeys(self.problem_for(a).strip("\n") for a in range(self.num_agents)))
 
     def latest(self, agent: int) -> str:
         """The response being revised."""

@@ -50,7 +50,7 @@ def expert_messages(ctx: FeedbackContext, opts: FeedbackOptions | None = None) -
         results.append(f"Failing: {one_line(a.source, o.max_assert_chars)} -> {err}")
     keys = ", ".join(json.dumps(n) for n in ctx.role_names)
     user = "\n\n".join([
-        "Problem:\n" + cap(ctx.problem.strip("\n"), o.max_problem_chars),
+        "Problem:\n" + cap(ctx.team_problem().strip("\n"), o.max_problem_chars),
         "Team (each agent writes one part; the parts run together):\n" + team,
         "Current code:\n" + code,
         "\n".join(results),

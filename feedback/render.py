@@ -47,8 +47,9 @@ def context_sections(ctx: FeedbackContext, agent: int, opts: FeedbackOptions, mi
     teammates' code): the context of the outcome-only modes `passed` and `level_passed`.
     """
     parts: list[str] = []
-    if opts.include_original_prompt and ctx.problem.strip():
-        parts.append("Problem:\n" + cap(ctx.problem.strip("\n"), opts.max_problem_chars))
+    problem = ctx.problem_for(agent)
+    if opts.include_original_prompt and problem.strip():
+        parts.append("Problem:\n" + cap(problem.strip("\n"), opts.max_problem_chars))
     n = ctx.num_agents
     who = f"Your role: {ctx.role_names[agent]}" + (f" (agent {agent + 1} of {n})" if n > 1 else "")
     instr = ctx.role_instructions[agent].strip()

@@ -57,7 +57,7 @@ def test_feedback_reads_declared_members_only(module: str) -> None:
     assert [f"{module}:{c.lineno}" for c in calls] == []
 
 
-SHIPPED = ("code_collab", "code_single", "tool_agent", "actions")
+SHIPPED = ("code_collab", "code_coop", "code_single", "tool_agent", "actions")
 
 
 def test_every_shipped_task_is_a_task_with_a_transition(sandbox) -> None:

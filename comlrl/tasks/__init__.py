@@ -11,13 +11,15 @@ from comlrl.tasks.actions import ActionsTask
 from comlrl.tasks.base import Problem, Task
 from comlrl.tasks.code.collab import CodeCollabTask
 from comlrl.tasks.code.common import CodeTask
+from comlrl.tasks.code.coop import CodeCoopTask
 from comlrl.tasks.code.single import CodeSingleTask
 from comlrl.tasks.tool_agent import ToolAgentTask
 
 TASKS: dict[str, type[Task]] = {"code_collab": CodeCollabTask, "code_single": CodeSingleTask,
-                                "tool_agent": ToolAgentTask, "actions": ActionsTask}
+                                "tool_agent": ToolAgentTask, "actions": ActionsTask, "code_coop": CodeCoopTask}
 
-__all__ = ["TASKS", "ActionsTask", "CodeCollabTask", "CodeSingleTask", "Problem", "Task", "ToolAgentTask", "build_task"]
+__all__ = ["TASKS", "ActionsTask", "CodeCollabTask", "CodeCoopTask", "CodeSingleTask", "Problem", "Task", "ToolAgentTask",
+           "build_task"]
 
 
 def build_task(task_cfg: Any, sandbox: Any) -> Task:

@@ -17,7 +17,7 @@ from typing import IO, Any
 from comlrl.tasks.base import Problem
 
 REQUIRED_FIELDS = ("task_id", "prompt", "entry_point", "test")
-DATASET_NAMES = ("easy", "humaneval", "jsonl", "hf")
+DATASET_NAMES = ("easy", "humaneval", "jsonl", "hf", "coop")
 
 
 class DatasetError(ValueError):
@@ -131,6 +131,9 @@ def load_problems(name: str, path: str | Path | None = None, fields: Any = None,
         from comlrl.tasks.hf_dataset import load_hf
 
         return load_hf(str(path), fields, split)
+    if name == "coop":  # generated with each problem's helper part, which only code_coop shows its agents
+        raise DatasetError("dataset.name='coop' is not allowed with this task; expected task.name=code_coop with it "
+                           "(coop problems are generated for that task)")
     raise DatasetError(f"dataset.name: unknown data set {name!r}; expected one of: {', '.join(DATASET_NAMES)}")
 
 

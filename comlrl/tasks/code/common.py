@@ -48,9 +48,9 @@ def prompt_preamble(prompt: str, entry_point: str) -> str:
     return "\n".join(keep) + ("\n" if keep else "")
 
 
-def problem_text(problem: Problem) -> str:
-    """The problem as the agents see it: the HumanEval prompt in a code block."""
-    return f"Problem:\n```python\n{problem.prompt.strip(chr(10))}\n```"
+def problem_text(prompt: str) -> str:
+    """The problem as an agent sees it in its first turn: a HumanEval prompt in a code block."""
+    return f"Problem:\n```python\n{prompt.strip(chr(10))}\n```"
 
 
 def path_codes(history: list[list[str]], reward: CodeReward) -> list[list[str]]:
@@ -106,7 +106,8 @@ class CodeTask(Task):
                 {"role": "system", "content": SYSTEM_PROMPT},
                 {
                     "role": "user",
-                    "content": f"{problem_text(problem)}\n\n{self.role_instructions(agent)}\n"
+                    "content": f"{problem_text(self.problem_statement(agent, problem))}\n\n"
+                    f"{self.role_instructions(agent)}\n"
                     f"{self.target_line(agent, problem)}",
                 },
             ]

@@ -37,7 +37,7 @@ def initial_messages(problem: Problem) -> Messages:
     """System prompt, then the problem and what to write."""
     return [
         {"role": "system", "content": TOOL_SYSTEM_PROMPT},
-        {"role": "user", "content": f"{problem_text(problem)}\n\n{TOOL_INSTRUCTIONS}\nWrite `{problem.entry_point}`."},
+        {"role": "user", "content": f"{problem_text(problem.prompt)}\n\n{TOOL_INSTRUCTIONS}\nWrite `{problem.entry_point}`."},
     ]
 
 
