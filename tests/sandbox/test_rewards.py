@@ -112,3 +112,26 @@ def test_reward_uses_all_tests_not_a_slice(sb: Sandbox) -> None:
     r = score(two(HELPER, MAIN_GOOD, TESTS.sliced(1)), sb)
     assert r.tests_total == 1  # the caller decides; score() never slices on its own
     assert score(two(HELPER, MAIN_GOOD), sb).tests_total == 4
+
+
+DOUBLE_TESTS = check_body("assert candidate([1, 2, 3]) == 12\nassert candidate([]) == 0", "total")
+DOUBLE = "def aux(x):\n    return 2 * x\n"
+
+
+@pytest.mark.parametrize("main", [
+    "def total(xs):\n    return sum(map(aux, xs))\n",
+    "def total(xs):\n    best = sorted(xs, key=aux)\n    return sum(2 * x for x in best)\n",
+    "def total(xs):\n    f = aux\n    return sum(f(x) for x in xs)\n",
+])
+def test_helper_passed_as_a_function_counts_as_used(sb: Sandbox, main: str) -> None:
+    """`map(aux, xs)`, `key=aux` and an alias use the helper as much as `aux(x)` does (code_coop's reference
+    solutions need it: they were scored 3.0 of 4.0 and not counted in passed_with_helper)."""
+    r = score(ScoreRequest(codes=(DOUBLE, main), entry_point="total", tests=DOUBLE_TESTS), sb)
+    assert r.all_passed and r.helper_called and r.helper_result_used and not r.thin_wrapper
+    assert r.total == 4.0
+
+
+def test_helper_referenced_but_thrown_away_is_not_used(sb: Sandbox) -> None:
+    main = "def total(xs):\n    map(aux, xs)\n    return sum(2 * x for x in xs)\n"
+    r = score(ScoreRequest(codes=(DOUBLE, main), entry_point="total", tests=DOUBLE_TESTS), sb)
+    assert r.all_passed and r.helper_called and not r.helper_result_used and r.total == 3.0

@@ -133,8 +133,23 @@ def _is_helper_call(node: ast.AST | None, helper: str) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == helper
 
 
+def _result_used(site: ast.AST, parents: dict[ast.AST, ast.AST], loads: list[str]) -> bool:
+    """The value of expression `site` is used: not a bare statement, not assigned to names never read."""
+    parent = parents.get(site)
+    if isinstance(parent, ast.Expr):
+        return False  # result thrown away
+    if isinstance(parent, ast.Assign | ast.AnnAssign | ast.NamedExpr):
+        targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+        names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+        if names and not any(loads.count(n) for n in names):
+            return False  # assigned but never read
+    return True
+
+
 def _helper_usage(fn: ast.FunctionDef, helper: str) -> tuple[bool, bool]:
-    """(called, result used) for calls to `helper` anywhere inside the entry point function."""
+    """(called, result used) for uses of `helper` anywhere inside the entry point function: calls
+    `aux(...)`, and the function passed as a value (`map(aux, xs)`, `key=aux`, `f = aux`), whose
+    enclosing call or alias stands for the call."""
     parents: dict[ast.AST, ast.AST] = {}
     for node in ast.walk(fn):
         for child in ast.iter_child_nodes(node):
@@ -142,18 +157,21 @@ def _helper_usage(fn: ast.FunctionDef, helper: str) -> tuple[bool, bool]:
     loads = [n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
     called = used = False
     for node in ast.walk(fn):
-        if not _is_helper_call(node, helper):
+        if _is_helper_call(node, helper):
+            site: ast.AST = node
+        elif isinstance(node, ast.Name) and node.id == helper and isinstance(node.ctx, ast.Load) \
+                and not (isinstance(parents.get(node), ast.Call) and parents[node].func is node):
+            site = parents.get(node, node)
+            if isinstance(site, ast.keyword):
+                site = parents.get(site, site)
+            if not isinstance(site, ast.Call | ast.Assign | ast.AnnAssign | ast.NamedExpr):
+                site = node
+            if isinstance(site, ast.Assign | ast.AnnAssign | ast.NamedExpr):
+                site = node  # an alias: used when the alias is read
+        else:
             continue
         called = True
-        parent = parents.get(node)
-        if isinstance(parent, ast.Expr):
-            continue  # result thrown away
-        if isinstance(parent, ast.Assign | ast.AnnAssign | ast.NamedExpr):
-            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
-            names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
-            if names and not any(loads.count(n) for n in names):
-                continue  # assigned but never read
-        used = True
+        used = used or _result_used(site, parents, loads)
     return called, used
 
 
