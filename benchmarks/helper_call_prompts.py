@@ -94,11 +94,11 @@ def main() -> None:
 
     import dataclasses
 
+    from comlrl.components import build
     from comlrl.config import load_config
     from comlrl.rollout import TreeShape
-    from comlrl.tasks.code.collab import CodeCollabTask
-    from comlrl.components import build
     from comlrl.rollout_driver import Rollout
+    from comlrl.tasks.code.collab import CodeCollabTask
 
     cfg = load_config(str(ROOT / "configs" / "learn_easy.yaml"), [])
     comp = build(cfg, for_training=False)

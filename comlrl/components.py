@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,8 @@ class Components:
     train: list
     eval: list
     counters: dict[str, float] = field(default_factory=dict)
+    # what the run is doing now ("rollout turn 1/2: generating", "update"): the trainer shows it
+    phase: Callable[[str], None] = field(default=lambda text: None)
 
 
 # magrpo.lr_schedule -> transformers' scheduler name (each with magrpo.warmup_steps of linear warm-up from 0)

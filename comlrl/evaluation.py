@@ -116,14 +116,14 @@ class Evaluator:
                 score = ProblemScore(**{k: v for k, v in r.items() if k != "step"})
                 self.baseline.setdefault(score.set, {})[score.index] = score
 
-    def _rollout(self, problems: list[Any], greedy: bool, samples: int) -> list[Node]:
+    def _rollout(self, name: str, problems: list[Any], greedy: bool, samples: int) -> list[Node]:
         m = self.c.cfg.magrpo
+        shape = TreeShape(m.num_agents, 1, m.num_turns, "align", None)
         if greedy:
-            return Rollout(self.c, problems, greedy=True).run(
-                TreeShape(m.num_agents, 1, m.num_turns, "align", None), tag="eval.g.")
+            return Rollout(self.c, problems, greedy=True, label=f"eval {name} greedy").run(shape, tag="eval.g.")
         torch.manual_seed(self.c.cfg.evaluation.seed + 7919 * self.c.accelerator.process_index)
         repeated = [p for p in problems for _ in range(samples)]
-        return Rollout(self.c, repeated).run(TreeShape(m.num_agents, 1, m.num_turns, "align", None), tag="eval.s.")
+        return Rollout(self.c, repeated, label=f"eval {name} sampled").run(shape, tag="eval.s.")
 
     def _score_set(self, name: str) -> tuple[dict[str, float], list[ProblemScore]]:
         """This rank's share of one set: summed turn metrics (greedy and sampled) and per-problem scores."""
@@ -136,13 +136,13 @@ class Evaluator:
         sums = {f"g:{key}": 0.0 for key in empty} | {f"s:{key}": 0.0 for key in empty}
         scores = [dict(set=name, index=i, task_id=_problem_label(problems[i], i), samples=k) for i in mine]
         if mine and greedy:
-            roots = self._rollout([problems[i] for i in mine], True, 1)
+            roots = self._rollout(name, [problems[i] for i in mine], True, 1)
             sums.update({f"g:{key}": v for key, v in turn_sums(roots, num_turns, task).items()})
             for score, root in zip(scores, roots, strict=True):
                 passed, reward, _, _ = _chain_stats([root], task.outcome_counts)
                 score.update(greedy_pass=passed, greedy_reward=reward)
         if mine and k:
-            roots = self._rollout([problems[i] for i in mine], False, k)
+            roots = self._rollout(name, [problems[i] for i in mine], False, k)
             sums.update({f"s:{key}": v for key, v in turn_sums(roots, num_turns, task).items()})
             for j, score in enumerate(scores):
                 passed, reward, first, rates = _chain_stats(roots[j * k : (j + 1) * k], task.outcome_counts)

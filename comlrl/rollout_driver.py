@@ -27,8 +27,9 @@ def _history(index: dict[str, Node], node: Node, action: int, num_agents: int) -
 class Rollout:
     """The three callables the level-synchronous expander drives, bound to one batch of problems."""
 
-    def __init__(self, comp: Components, problems: list, greedy: bool = False) -> None:
-        self.c, self.problems, self.greedy = comp, problems, greedy
+    def __init__(self, comp: Components, problems: list, greedy: bool = False, label: str = "rollout") -> None:
+        self.c, self.problems, self.greedy, self.label = comp, problems, greedy, label
+        self.turn = 0
         self.transition: Transition = comp.task.transition(comp.feedback)
         self.roots: list[Node] = []
         self.nodes: dict[str, Node] = {}  # every node scored so far, by id: the paths of later turns
@@ -37,7 +38,12 @@ class Rollout:
         self.score_seconds = 0.0
         self.feedback_seconds = 0.0
 
+    def _phase(self, doing: str) -> None:
+        self.c.phase(f"{self.label} turn {self.turn}: {doing}")
+
     def generate(self, requests: list[tuple[int, list[dict]]], n: int) -> list[list[Any]]:
+        self.turn += 1  # the expander generates once per turn, for every open node of every tree
+        self._phase(f"generating {len(requests) * n}")
         t0 = time.perf_counter()
         out = self.c.engine.generate(requests, n, greedy=self.greedy)
         self.gen_seconds += time.perf_counter() - t0
@@ -46,6 +52,7 @@ class Rollout:
 
     def score(self, pairs: list[tuple[Node, tuple[int, ...]]]) -> list[tuple[float, Any]]:
         """Scores each joint action on its node's state and keeps the state it leaves on the node."""
+        self._phase(f"scoring {len(pairs)}")
         t0 = time.perf_counter()
         turns = [
             JointTurn(self.problems[node.root], tuple(node.completions[a][act[a]].text for a in range(len(act))),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 from accelerate.utils import gather_object
@@ -68,6 +69,7 @@ def training_step(comp: Components, step: int, start_rewards: dict[str, float] |
                                   m.advantage.scale, m.advantage.eps, credit=m.advantage.credit)
     t_roll = time.perf_counter() - t0
     comp.engine.idle()
+    comp.phase("update")
     t_update = time.perf_counter()
     train_stats = train_on_trees(comp, roots)
     t_update = time.perf_counter() - t_update
@@ -148,6 +150,15 @@ def _warn_if_nothing_trained(comp: Components, metrics: dict[str, float]) -> Non
                     int(metrics["step"]), int(metrics["adv_groups"]))
 
 
+def _progress_bar(total: int, start: int) -> Any:
+    """The run's bar: the phase on the left, the last step's own numbers (s/step without evaluations) on
+    the right; no rate of its own, since tqdm's would count the evaluations in."""
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=start, desc="starting", unit="step", dynamic_ncols=True,
+                bar_format="{desc} | step {n_fmt}/{total_fmt} [{elapsed}{postfix}]")
+
+
 def _log_evaluation_start(evaluator: Evaluator) -> None:
     """One line before the first evaluation, so minutes without output are explained."""
     if not evaluator.c.accelerator.is_main_process:
@@ -183,9 +194,12 @@ def progress_numbers(metrics: dict[str, float], num_turns: int) -> dict[str, str
            "pass": f"{metrics.get(f'turn_{num_turns}/pass_rate', float('nan')):.2f}"}
     if "helper_called" in metrics:
         out["helper"] = f"{metrics['helper_called']:.2f}"
+    if "reward_vs_start" in metrics:
+        out["vs_start"] = f"{metrics['reward_vs_start']:+.2f}"
     if "eval/pass_at_1" in metrics:
         out["eval"] = f"{metrics['eval/pass_at_1']:.3f}"
     out["tok_s"] = f"{metrics['tokens_per_s']:.0f}"
+    out["s_step"] = f"{metrics['step_seconds']:.0f}"
     return out
 
 
@@ -211,6 +225,9 @@ def run(cfg: RunConfig) -> int:
     if start > 0:
         evaluator.restore(read_eval_records(out, start))
     try:
+        if acc.is_main_process and cfg.logging.progress_bar:
+            bar = _progress_bar(cfg.training.steps, start)
+            comp.phase = lambda text: bar.set_description_str(text, refresh=True)
         if start == 0 and evaluator.enabled:
             _log_evaluation_start(evaluator)
             ev, ev_records = evaluator.run(0)
@@ -218,10 +235,6 @@ def run(cfg: RunConfig) -> int:
                 writer.log({"step": 0, **ev})
                 writer.write_evals(ev_records)
                 log.info("before training: %s (%.0f s)", evaluation_summary(ev), ev["eval/seconds"])
-        if acc.is_main_process and cfg.logging.progress_bar:  # after the first evaluation: s/step is training
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=cfg.training.steps, initial=start, desc="train", unit="step", dynamic_ncols=True)
         for step in range(start, cfg.training.steps):
             metrics, records = training_step(comp, step, evaluator.start_rewards())
             done = step + 1
@@ -238,6 +251,7 @@ def run(cfg: RunConfig) -> int:
             if last or (cfg.training.save_every and done % cfg.training.save_every == 0):
                 save_checkpoint(acc, comp.model, comp.policies, comp.optimizer, comp.scheduler, done, ckpt_root)
             if bar:
+                bar.set_description_str("trained", refresh=False)
                 bar.set_postfix(progress_numbers(metrics, cfg.magrpo.num_turns), refresh=False)
                 bar.update(1)  # one redraw: the count and the numbers of the same step
         if acc.is_main_process:

@@ -16,10 +16,10 @@ from comlrl.config import load_config
 from comlrl.contracts import Reward, Task, Transition
 from comlrl.feedback_bridge import FeedbackBridge
 from comlrl.rollout import TreeShape
+from comlrl.rollout_driver import Rollout
 from comlrl.tasks import build_task
 from comlrl.tasks.actions import ActionsTask, bundled_tasks_path
 from comlrl.tasks.datasets import load_easy
-from comlrl.rollout_driver import Rollout
 from feedback.results import AgentAnalysis, CodeResults
 from sandbox.results import ExecResult
 
@@ -186,7 +186,7 @@ class Numbered:
 
 def test_each_turn_acts_on_the_state_its_parent_joint_action_left() -> None:
     task = Journal()
-    comp = SimpleNamespace(task=task, engine=Numbered(), feedback=None)
+    comp = SimpleNamespace(task=task, engine=Numbered(), feedback=None, phase=lambda text: None)
     (root,) = Rollout(comp, ["p"]).run(TreeShape(1, 2, 3, "align", None), tag="")  # type: ignore[arg-type]
     assert root.state == () and root.next_states == [("g0",), ("g1",)]
     child = root.children[1]

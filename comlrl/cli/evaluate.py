@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="compare two saved per-problem score files (eval.jsonl or --out) without a model")
     parser.add_argument("--out", default=None, help="write the per-problem scores here (JSON lines)")
     parser.add_argument("overrides", nargs="*", help="key=value overrides, e.g. evaluation.samples=8")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # overrides may come before or after the options
     if args.records:
         return _compare_records(Path(args.records[0]), Path(args.records[1]))
     if not args.run_dir:

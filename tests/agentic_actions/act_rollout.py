@@ -8,8 +8,8 @@ from act_refs import DONE, REFERENCE, locate
 
 import feedback
 from comlrl.rollout import TreeShape
-from comlrl.tasks.actions import ActionsTask, bundled_tasks_path, load_action_tasks
 from comlrl.rollout_driver import Rollout
+from comlrl.tasks.actions import ActionsTask, bundled_tasks_path, load_action_tasks
 
 BAD = "I am not sure what to do here."
 
@@ -38,7 +38,7 @@ class ScriptedPolicies:
 
 def rollout(task: ActionsTask, probs, mode: str, turns: int = 3):
     scripted = ScriptedPolicies(probs)  # the rollout engine (and the policies) of this scripted run
-    comp = SimpleNamespace(task=task, policies=scripted, engine=scripted,
+    comp = SimpleNamespace(task=task, policies=scripted, engine=scripted, phase=lambda text: None,
                            cfg=SimpleNamespace(magrpo=SimpleNamespace(num_agents=2)),
                            feedback=SimpleNamespace(context=lambda **f: feedback.FeedbackContext(**f)))
     r = Rollout(comp, probs)  # type: ignore[arg-type]

@@ -10,10 +10,10 @@ import pytest
 
 from comlrl.config import ConfigError, DatasetConfig, ToolAgentConfig, load_config
 from comlrl.rollout import TreeShape
+from comlrl.rollout_driver import Rollout
 from comlrl.tasks import build_task
 from comlrl.tasks.base import Problem
 from comlrl.tasks.tool_agent import ToolAgentTask
-from comlrl.rollout_driver import Rollout
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPT = 'def add(a: int, b: int) -> int:\n    """Return the sum of a and b.\n    >>> add(2, 3)\n    5\n    """\n'
@@ -98,7 +98,7 @@ class ScriptedEngine:
 def test_next_messages_continue_the_path_with_real_tool_responses(task: ToolAgentTask) -> None:
     texts = [BUGGY + "\n<tool_response>{\"stdout\": \"5\"}</tool_response>", FIXED, FINAL]
     engine = ScriptedEngine(texts)
-    comp = SimpleNamespace(task=task, engine=engine, feedback=None)  # the task brings its own transition
+    comp = SimpleNamespace(task=task, engine=engine, feedback=None, phase=lambda text: None)  # the task brings its own transition
     (root,) = Rollout(comp, [ADD]).run(TreeShape(1, 1, 3, "align", None), tag="")  # type: ignore[arg-type]
     (chat,) = root.children[0].children[0].messages
     assert [m["role"] for m in chat] == ["system", "user", "assistant", "user", "assistant", "user"]

@@ -9,8 +9,8 @@ import pytest
 from comlrl.tasks.base import Task
 from comlrl.tasks.code.collab import CodeCollabTask
 from comlrl.trainer import progress_numbers
-from comlrl.turn_metrics import turn_means, turn_sums
 from comlrl.tree import Node
+from comlrl.turn_metrics import turn_means, turn_sums
 
 
 @dataclass
@@ -91,6 +91,9 @@ def test_code_collab_counts_calls_uses_and_passes_with_the_helper() -> None:
 
 
 def test_progress_bar_shows_the_step_just_finished() -> None:
-    metrics = {"reward_mean": 2.5, "turn_2/pass_rate": 0.375, "helper_called": 0.125, "tokens_per_s": 231.4}
-    assert progress_numbers(metrics, 2) == {"reward": "2.50", "pass": "0.38", "helper": "0.12", "tok_s": "231"}
+    metrics = {"reward_mean": 2.5, "turn_2/pass_rate": 0.375, "helper_called": 0.125, "tokens_per_s": 231.4,
+               "step_seconds": 61.7}
+    assert progress_numbers(metrics, 2) == {"reward": "2.50", "pass": "0.38", "helper": "0.12", "tok_s": "231",
+                                            "s_step": "62"}  # the step's own seconds: evaluations left out
     assert progress_numbers({**metrics, "eval/pass_at_1": 0.5}, 2)["eval"] == "0.500"
+    assert progress_numbers({**metrics, "reward_vs_start": 0.25}, 2)["vs_start"] == "+0.25"
