@@ -1,7 +1,8 @@
 """Evaluation with statistical power: every problem scored on its own, before and after, from one seed.
 
 Each evaluation runs, per problem, one greedy chain and `evaluation.samples` chains sampled at the
-training temperature (a chain is a G=1 tree of `num_turns` turns, no early stop), on two sets:
+training temperature (a chain is one joint action per turn for `num_turns` turns, no early stop; the k
+sampled chains are one tree with k samples at turn 1 and one after), on two sets:
 
 - `heldout`: the held-out split (`eval/...` keys; greedy keeps its historical names `eval/pass_at_1`);
 - `probe`: the first distinct training problems the run's steps draw (`eval/probe/...`), so the untrained
@@ -58,27 +59,35 @@ class ProblemScore:
         return {"step": step, **asdict(self)}
 
 
-def _chain(root: Node) -> list[Node]:
-    """The nodes of a G=1 tree, turn by turn."""
-    return list(root.walk())
+def chains(root: Node) -> list[list[tuple[Node, int]]]:
+    """The chains of an evaluation tree (align, k samples at turn 1, one after): per turn-1 joint action j,
+    the (node, joint action) of each turn."""
+    out = []
+    for j in range(len(root.rewards)):
+        chain, node = [(root, j)], root.children.get(j)
+        while node is not None:
+            chain.append((node, 0))
+            node = node.children.get(0)
+        out.append(chain)
+    return out
 
 
 def _problem_label(problem: Any, index: int) -> str:
     return problem.task_id if isinstance(problem, Problem) else str(index)
 
 
-def _chain_stats(roots: list[Node], outcome: Any) -> tuple[float, float, float, dict[str, float]]:
+def chain_stats(root: Node, outcome: Any) -> tuple[float, float, float, dict[str, float]]:
     """(pass share after the last turn, mean of chain mean rewards, mean turn-1 reward, outcome rates)."""
-    chains = [_chain(r) for r in roots]
-    passed = statistics.fmean(float(bool(c[-1].details[0].all_passed)) for c in chains)
-    reward = statistics.fmean(statistics.fmean(n.rewards[0] for n in c) for c in chains)
-    first = statistics.fmean(c[0].rewards[0] for c in chains)
+    cs = chains(root)
+    passed = statistics.fmean(float(bool(c[-1][0].details[c[-1][1]].all_passed)) for c in cs)
+    reward = statistics.fmean(statistics.fmean(n.rewards[a] for n, a in c) for c in cs)
+    first = statistics.fmean(c[0][0].rewards[c[0][1]] for c in cs)
     rates: dict[str, float] = {}
-    for c in chains:
-        for n in c:
-            for name, value in outcome(n.details[0]).items():
+    for c in cs:
+        for n, a in c:
+            for name, value in outcome(n.details[a]).items():
                 rates[name] = rates.get(name, 0.0) + float(value)
-    count = sum(len(c) for c in chains)
+    count = sum(len(c) for c in cs)
     return passed, reward, first, {k: v / count for k, v in rates.items()}
 
 
@@ -118,12 +127,13 @@ class Evaluator:
 
     def _rollout(self, name: str, problems: list[Any], greedy: bool, samples: int) -> list[Node]:
         m = self.c.cfg.magrpo
-        shape = TreeShape(m.num_agents, 1, m.num_turns, "align", None)
         if greedy:
+            shape = TreeShape(m.num_agents, 1, m.num_turns, "align", None)
             return Rollout(self.c, problems, greedy=True, label=f"eval {name} greedy").run(shape, tag="eval.g.")
         torch.manual_seed(self.c.cfg.evaluation.seed + 7919 * self.c.accelerator.process_index)
-        repeated = [p for p in problems for _ in range(samples)]
-        return Rollout(self.c, repeated, label=f"eval {name} sampled").run(shape, tag="eval.s.")
+        # k samples of each turn-1 prompt, then one per chain: k chains per problem sharing their first prompt
+        shape = TreeShape(m.num_agents, samples, m.num_turns, "align", None, later_generations=1)
+        return Rollout(self.c, problems, label=f"eval {name} sampled").run(shape, tag="eval.s.")
 
     def _score_set(self, name: str) -> tuple[dict[str, float], list[ProblemScore]]:
         """This rank's share of one set: summed turn metrics (greedy and sampled) and per-problem scores."""
@@ -139,13 +149,13 @@ class Evaluator:
             roots = self._rollout(name, [problems[i] for i in mine], True, 1)
             sums.update({f"g:{key}": v for key, v in turn_sums(roots, num_turns, task).items()})
             for score, root in zip(scores, roots, strict=True):
-                passed, reward, _, _ = _chain_stats([root], task.outcome_counts)
+                passed, reward, _, _ = chain_stats(root, task.outcome_counts)
                 score.update(greedy_pass=passed, greedy_reward=reward)
         if mine and k:
             roots = self._rollout(name, [problems[i] for i in mine], False, k)
             sums.update({f"s:{key}": v for key, v in turn_sums(roots, num_turns, task).items()})
-            for j, score in enumerate(scores):
-                passed, reward, first, rates = _chain_stats(roots[j * k : (j + 1) * k], task.outcome_counts)
+            for score, root in zip(scores, roots, strict=True):
+                passed, reward, first, rates = chain_stats(root, task.outcome_counts)
                 score.update(sampled_pass=passed, sampled_reward=reward, first_turn_reward=first, outcomes=rates)
         return sums, [ProblemScore(**s) for s in scores]
 

@@ -30,6 +30,15 @@ class TreeShape:
     num_turns: int
     joint_mode: str
     threshold: float | None
+    # samples per agent at turns after the first (None: num_generations). 1 makes k independent chains
+    # from one root of k samples: the evaluation's sampled chains, whose turn-1 prompt is then shared.
+    later_generations: int | None = None
+
+    def generations(self, turn: int) -> int:
+        """G at `turn` (1-based)."""
+        if turn > 1 and self.later_generations is not None:
+            return self.later_generations
+        return self.num_generations
 
 
 def make_roots(initial_messages: Sequence[list[Messages]], tag: str = "") -> list[Node]:
@@ -46,12 +55,12 @@ def expand_trees(
 ) -> list[Node]:
     """Grow every tree turn by turn; returns the roots, with rewards, completions and children filled."""
     level = list(roots)
-    actions = joint_actions(shape.num_agents, shape.num_generations, shape.joint_mode)
     for turn in range(1, shape.num_turns + 1):
         if not level:
             break
+        actions = joint_actions(shape.num_agents, shape.generations(turn), shape.joint_mode)
         requests = [(a, node.messages[a]) for node in level for a in range(shape.num_agents)]
-        outputs = generate(requests, shape.num_generations)
+        outputs = generate(requests, shape.generations(turn))
         if len(outputs) != len(requests):
             raise RuntimeError(f"generate returned {len(outputs)} results for {len(requests)} requests")
         for i, node in enumerate(level):

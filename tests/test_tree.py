@@ -12,12 +12,14 @@ from comlrl.rollout import TreeShape, expand_trees, make_roots
 from comlrl.tree import Node, TreeStats, backup_returns, expected_counts, joint_actions, should_terminate
 
 
-def run(num_agents, g, turns, mode, threshold=None, reward=None):
+def run(num_agents, g, turns, mode, threshold=None, reward=None, later=None, sizes=None):
     """Expand one tree with deterministic fake completions; reward(node, action) defaults to 0."""
     calls = []
 
     def generate(requests, n):
         calls.append(len(requests))
+        if sizes is not None:
+            sizes.append(n)
         return [[f"a{a}s{k}" for k in range(n)] for a, _ in requests]
 
     def score(pairs):
@@ -27,7 +29,7 @@ def run(num_agents, g, turns, mode, threshold=None, reward=None):
         return [[[{"role": "user", "content": f"{node.id}.{j}"}] for _ in range(num_agents)] for node, j in pairs]
 
     roots = make_roots([[[{"role": "user", "content": "p"}]] * num_agents])
-    shape = TreeShape(num_agents, g, turns, mode, threshold)
+    shape = TreeShape(num_agents, g, turns, mode, threshold, later)
     expand_trees(roots, shape, generate, score, next_messages)
     return roots, calls
 
@@ -65,6 +67,29 @@ def test_tree_counts_match_formula(n, g, t, mode):
     stats = TreeStats.of(roots, t)
     nodes, rewards = expected_counts(n, g, t, mode)
     assert stats.nodes == nodes and stats.joint_actions == rewards
+
+
+@pytest.mark.parametrize("n,k,t,mode", [(2, 4, 2, "align"), (1, 8, 3, "align"), (2, 3, 3, "cross"), (3, 2, 1, "align")])
+def test_later_generations_one_gives_k_chains(n, k, t, mode):
+    """k samples at turn 1 and one after: k independent chains of t turns (the evaluation's sampled chains)."""
+    sizes: list[int] = []
+    (root,), calls = run(n, k, t, mode, later=1, sizes=sizes)
+    per_root = k if mode == "align" else k**n
+    assert sizes == [k] + [1] * (t - 1)
+    assert calls == [n] + [per_root * n] * (t - 1)
+    stats = TreeStats.of([root], t)
+    assert stats.nodes == [1] + [per_root] * (t - 1) and stats.joint_actions == [per_root] * t
+    for j in range(per_root if t > 1 else 0):  # every chain continues its own turn-1 joint action
+        node = root.children[j]
+        while node.turn < t:
+            assert list(node.children) == [0]
+            node = node.children[0]
+        assert not node.children
+
+
+def test_generations_per_turn():
+    assert [TreeShape(2, 4, 3, "align", None).generations(t) for t in (1, 2, 3)] == [4, 4, 4]
+    assert [TreeShape(2, 4, 3, "align", None, 1).generations(t) for t in (1, 2, 3)] == [4, 1, 1]
 
 
 def test_joint_actions_align_and_cross():

@@ -86,12 +86,15 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 2
     from comlrl.console import quiet_console
+
+    quiet_console()  # before torch, transformers and vLLM are imported: some of it is read at import
     from comlrl.evaluation import Evaluator
     from comlrl.run_report import paired_lines
     from comlrl.trainer import build, evaluation_summary
 
-    quiet_console()
     comp = build(cfg, for_training=False)
+    if sys.stderr.isatty() and comp.accelerator.is_main_process:  # the phase on one line, as training shows it
+        comp.phase = lambda text: print(f"\r\033[K{text}", end="", file=sys.stderr, flush=True)
     try:
         evaluator = Evaluator(comp)
         before_records: list[dict[str, Any]] = []
@@ -110,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
         comp.engine.close()
     if not comp.accelerator.is_main_process:
         return 0
+    if sys.stderr.isatty():
+        print("\r\033[K", end="", file=sys.stderr)
     print(f"{weights or 'base model'}: {evaluation_summary(metrics)} ({metrics['eval/seconds']:.0f} s)")
     if before_records:
         print(f"before = {args.against}, after = {weights or 'base model'}:")
