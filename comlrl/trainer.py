@@ -123,9 +123,19 @@ def training_step(comp: Components, step: int, start_rewards: dict[str, float] |
     metrics.update({f"task/{k}": v for k, v in comp.task.metrics().items() if isinstance(v, int | float)})
     metrics["step_seconds"] = time.perf_counter() - t0
     _warn_if_nothing_trained(comp, metrics)
+    _warn_if_every_expert_prompt_fell_back(comp, metrics)
     prefix = f"s{step + 1}r{acc.process_index}t"
     records = node_records(roots, step + 1, prefix, m.num_agents)
     return metrics, records
+
+
+def _warn_if_every_expert_prompt_fell_back(comp: Components, metrics: dict[str, float]) -> None:
+    """One line per step in which the expert of expert_edits gave no usable edits at all."""
+    fell = metrics.get("feedback/expert/fallbacks", 0)
+    if fell and not metrics.get("feedback/prompts/expert_edits", 0) and comp.accelerator.is_main_process:
+        log.warning("step %d: every expert prompt (%d joint actions) fell back to external.expert_fallback=%s: "
+                    "the expert gave no usable edits (feedback/expert/* in metrics.jsonl)", int(metrics["step"]),
+                    int(fell), comp.cfg.external.expert_fallback)
 
 
 def _vs_start_sums(roots: list, problems: list, start: dict[str, float]) -> dict[str, float]:

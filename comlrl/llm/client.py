@@ -135,7 +135,8 @@ class ChatClient(ABC):
                 if cached:
                     m.inc(f"{p}/cache_hits")
                     return cached
-        attempts = self.max_retries + 1
+        # a deterministic client would repeat an unusable reply: one attempt, and the log says so
+        attempts = 1 if self.deterministic else self.max_retries + 1
         for attempt in range(attempts):
             if attempt:
                 m.inc(f"{p}/retries")
@@ -172,8 +173,6 @@ class ChatClient(ABC):
                 m.inc(f"{p}/errors")
                 log.warning("expert %s: attempt %d/%d gave no parseable %s (%d chars)", self.spec, attempt + 1,
                             attempts, "edits" if p == "expert" else "reply", len(completion.text))
-                if self.deterministic:
-                    break
         m.inc(f"{p}/failures")
         return None
 

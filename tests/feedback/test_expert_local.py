@@ -85,3 +85,19 @@ def test_local_embedded_model_expert_edits_end_to_end():
     assert len(out) == 3
     assert m.get("expert/calls") == 3 and m.get("expert/output_tokens") > 0
     assert m.get("expert/fallbacks") + m.get("prompts/expert_edits") == 3
+
+
+def test_a_greedy_local_expert_is_asked_once_and_the_log_says_so(caplog):
+    """It logged 'attempt 1/4' and stopped after one: a greedy model repeats an unusable reply, so one
+    attempt is all there is, whatever external.expert_max_retries says."""
+    models = _models()
+    cfg = _cfg("local:tiny-random", expert_max_retries=3)
+    m = FeedbackMetrics()
+    expert = make_expert(cfg.expert_edits_model, cfg, resolve_local=models.resolve_model_path, metrics=m)
+    with caplog.at_level("WARNING"):
+        build_next_messages([cases.context("failing")], cfg, expert=expert, metrics=m)
+    expert.close()
+    s = m.snapshot()
+    assert s["expert/calls"] == s["expert/requests"] == 1 and s["expert/retries"] == 0
+    if s["expert/fallbacks"]:
+        assert "attempt 1/1 gave no parseable edits" in caplog.text and "/4" not in caplog.text

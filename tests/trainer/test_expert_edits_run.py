@@ -20,3 +20,6 @@ def test_expert_edits_with_a_local_expert_trains(tmp_path, tiny_model):
     assert r["feedback/expert/requests"] >= 1 and r["feedback/expert/calls"] >= 1
     # the random expert's replies hold no usable edits: every such prompt falls back, and is counted
     assert r["feedback/prompts/expert_edits"] + r["feedback/expert/fallbacks"] == 4
+    if r["feedback/expert/fallbacks"] == 4:  # none usable: the step says so in one line
+        assert "step 1: every expert prompt (4 joint actions) fell back to external.expert_fallback=level_feedback" \
+            in res.stderr
