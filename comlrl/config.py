@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -277,16 +278,11 @@ def normalize_slice(value: Any) -> int | None:
     """`external.sandbox_slice` as an int (first n / last |n|) or None for all asserts."""
     if value is None or (isinstance(value, str) and value.strip().lower() in ("all", "none", "null")):
         return None
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise ConfigError(
-            f"config error: external.sandbox_slice={value!r} is not allowed; expected an integer, 0, 'all' or null"
-        )
     try:
-        n = int(value)
+        n = int(value) if isinstance(value, int | str) and not isinstance(value, bool) else None
     except ValueError:
-        raise ConfigError(
-            f"config error: external.sandbox_slice={value!r} is not allowed; expected an integer, 0, 'all' or null"
-        ) from None
+        n = None
+    _require(n is not None, "external.sandbox_slice", value, "an integer, 0, 'all' or null")
     return None if n == 0 else n
 
 
@@ -376,6 +372,9 @@ def validate(cfg: RunConfig) -> RunConfig:
     _require(t.save_every >= 0, "training.save_every", t.save_every, "an integer >= 0")
     _require(t.torch_threads >= 0, "training.torch_threads", t.torch_threads, "an integer >= 0")
     _require(bool(t.output_dir), "training.output_dir", t.output_dir, "a directory path")
+    out = Path(t.output_dir).expanduser()  # a file on the way would fail the run's first write, after loading
+    blocker = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
+    _require(blocker is None, "training.output_dir", t.output_dir, f"a directory path ({blocker} is a file)")
     ta = cfg.task.tool_agent
     _require(ta.format_weight >= 0, "task.tool_agent.format_weight", ta.format_weight, "a number >= 0")
     _require(ta.fake_response_penalty >= 0, "task.tool_agent.fake_response_penalty", ta.fake_response_penalty,
@@ -456,7 +455,11 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
             raise ConfigError(f"config error: config file {str(p)!r} does not exist")
         try:
             loaded = OmegaConf.load(p)
-        except Exception as exc:  # YAML syntax errors come in many types
+        except yaml.MarkedYAMLError as exc:  # a syntax error: file:line and what is wrong there
+            mark = exc.problem_mark or exc.context_mark
+            where = f"{p}:{mark.line + 1}" if mark else str(p)
+            raise ConfigError(f"config error: {where}: {exc.problem or exc.context}") from None
+        except Exception as exc:  # anything else OmegaConf refuses (duplicate keys, unreadable file)
             raise ConfigError(f"config error: {p}: {str(exc).splitlines()[0]}") from None
         if not isinstance(loaded, DictConfig):
             raise ConfigError(f"config error: {p} must hold a mapping of sections, not a list")
