@@ -67,3 +67,8 @@ def quiet_console(level: int = logging.INFO) -> None:
     logging.getLogger("vllm").setLevel(os.environ["VLLM_LOGGING_LEVEL"].upper())
     for category in (DeprecationWarning, FutureWarning, PendingDeprecationWarning):
         warnings.filterwarnings("ignore", category=category, module=LIBRARIES)
+
+
+def plural(n: int, word: str) -> str:
+    """`1 step`, `2 steps`: a count with its noun (regular plurals only)."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"

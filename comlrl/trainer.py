@@ -71,8 +71,9 @@ def _history(index: dict[str, Node], node: Node, action: int, num_agents: int) -
 class Rollout:
     """The three callables the level-synchronous expander drives, bound to one batch of problems."""
 
-    def __init__(self, comp: Components, problems: list, greedy: bool = False) -> None:
+    def __init__(self, comp: Components, problems: list, greedy: bool = False, label: str | None = None) -> None:
         self.c, self.problems, self.greedy = comp, problems, greedy
+        self.label = label or ("held-out evaluation" if greedy else "rollout")  # names its prompt-cut line
         self.transition: Transition = comp.task.transition(comp.feedback)
         self.roots: list[Node] = []
         self.nodes: dict[str, Node] = {}  # every node scored so far, by id: the paths of later turns
@@ -132,7 +133,9 @@ class Rollout:
         self.roots = make_roots([self.initial_messages(p) for p in self.problems], tag)
         for root, problem in zip(self.roots, self.problems, strict=True):
             root.state = self.c.task.initial_state(problem)
-        return expand_trees(self.roots, shape, self.generate, self.score, self.next_messages)
+        roots = expand_trees(self.roots, shape, self.generate, self.score, self.next_messages)
+        self.c.policies.report_truncations(self.label)  # one line for the whole rollout, not one per prompt
+        return roots
 
 
 def _turn_sums(roots: list[Node], num_turns: int, task: Task | None = None) -> dict[str, float]:
@@ -186,7 +189,7 @@ def training_step(comp: Components, step: int) -> tuple[dict[str, float], list[d
                         acc.num_processes, cfg.training.seed)
     torch.manual_seed(cfg.training.seed * 7919 + step * 101 + acc.process_index)
     comp.feedback.counters.reset()  # count this step's rollout only, not evaluations in between
-    rollout = Rollout(comp, [comp.train[i] for i in idx])
+    rollout = Rollout(comp, [comp.train[i] for i in idx], label=f"step {step + 1}")
     shape = TreeShape(m.num_agents, m.num_generations, m.num_turns, m.joint_mode, m.early_termination_threshold)
     roots = rollout.run(shape, tag="")
     for root in roots:
