@@ -38,15 +38,16 @@ def _not_deepspeed_cpu_notice(record: logging.LogRecord) -> bool:
     return not record.getMessage().startswith(DEEPSPEED_CPU_NOTICE)
 
 
-def _rank() -> int:
-    """This process's rank as the launcher (torchrun, accelerate, deepspeed) exported it; 0 when launched alone."""
+def launcher_rank() -> int:
+    """This process's rank as the launcher (torchrun, accelerate, deepspeed) exported it; 0 when launched alone.
+    Read from the environment, so it is known before torch is imported."""
     return int(os.environ.get("RANK", "0") or 0)
 
 
 def _from_rank_0(record: logging.LogRecord) -> bool:
     """On ranks > 0, our loggers' lines below ERROR are rank 0's lines again: leave them to rank 0."""
     ours = record.name.split(".", 1)[0] in OUR_LOGGERS
-    return not ours or record.levelno >= logging.ERROR or _rank() == 0
+    return not ours or record.levelno >= logging.ERROR or launcher_rank() == 0
 
 
 def quiet_console(level: int = logging.INFO) -> None:

@@ -20,7 +20,7 @@ from comlrl.advantages import assign_advantages
 from comlrl.checkpoint import checkpoint_step, latest_checkpoint, load_checkpoint, save_checkpoint
 from comlrl.components import Components, build
 from comlrl.config import ConfigError, RunConfig
-from comlrl.console import quiet_console
+from comlrl.console import plural, quiet_console
 from comlrl.contracts import Continuation, JointTurn, Task, Transition
 from comlrl.distributed import WorldSizeError, reduce_sums
 from comlrl.rollout import TreeShape, expand_trees, make_roots
@@ -355,7 +355,7 @@ def run(cfg: RunConfig) -> int:
         comp.engine.close()
     acc.wait_for_everyone()
     if acc.is_main_process:
-        print(f"done: {cfg.training.steps} steps; outputs in {out.resolve()} "
+        print(f"done: {plural(cfg.training.steps, 'step')}; outputs in {out.resolve()} "
               f"({', '.join(name for name in RUN_OUTPUTS if (out / name).exists())})")
         for line in write_report(out, cfg.training.steps):
             print(line)

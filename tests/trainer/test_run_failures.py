@@ -3,16 +3,86 @@ do, trackers without a login, the README's launch form. Real subprocesses on the
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
-from trainer_helpers import ROOT, TINY, env, train
+from trainer_helpers import ENTRY, ROOT, TINY, env, metrics, train
 
+from comlrl.checkpoint import checkpoint_step, latest_checkpoint
 from comlrl.models import cache_root
 
+HERE = Path(__file__).resolve().parent
 ARGS = ["--config", "configs/align_T2_G4.yaml", *TINY]
+
+
+def _files(run: Path) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.slow
+def test_ctrl_c_mid_run_is_one_line_exit_130_and_the_checkpoint_resumes(tmp_path, tiny_model):
+    run = tmp_path / "run"
+    cmd = [sys.executable, str(ENTRY), *ARGS, "training.steps=50", "training.save_every=1", "model.max_new_tokens=48",
+           f"training.output_dir={run}"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 600
+    while not (run / "checkpoints" / "step-1" / "meta.json").is_file():  # step 1 done: step 2 is running
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err[-3000:]
+    k = checkpoint_step(latest_checkpoint(run / "checkpoints"))
+    assert k >= 1
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
+    assert err.strip().splitlines()[-1] == (f"interrupted during step {k + 1}; checkpoint step-{k} is intact; "
+                                            f"resume with --resume {run}")
+    again = train(["--resume", str(run), f"training.steps={k + 1}"])  # the intact checkpoint resumes
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"(step {k})" in again.stderr and [r["step"] for r in metrics(run)] == list(range(k + 2))
+
+
+@pytest.mark.slow
+def test_a_run_that_fails_before_its_first_step_leaves_nothing_that_blocks_a_rerun(tmp_path, tiny_model):
+    """The reward fails in the evaluation before step 1, after config.yaml and tensorboard/ were opened."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "notes.txt").write_text("the user's own file")
+    args = [*ARGS, "training.steps=1", f"training.output_dir={run}"]
+    plugin_path = os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])
+    bad = train([*args, "plugins=[failing_reward]", "task.reward=fails"], extra_env={"PYTHONPATH": plugin_path})
+    assert bad.returncode != 0 and "the failing_reward plugin failed on purpose" in bad.stderr
+    assert sorted(p.name for p in run.iterdir()) == ["notes.txt"]  # what was there before, nothing more
+    ok = train(args)  # the same command, with a reward that works
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    assert [r["step"] for r in metrics(run)] == [0, 1] and (run / "notes.txt").read_text() == "the user's own file"
+    assert any(line.startswith("done: 1 step; outputs in") for line in ok.stdout.splitlines()), ok.stdout
+
+
+@pytest.mark.slow
+def test_resume_of_a_finished_run_says_so_and_changes_nothing(tmp_path, tiny_model):
+    run = tmp_path / "run"
+    first = train([*ARGS, "training.steps=2", f"training.output_dir={run}"])
+    assert first.returncode == 0, first.stderr[-3000:]
+    before = _files(run)
+    lower = train(["--resume", str(run), "training.steps=1"])
+    assert lower.returncode == 2, lower.stderr[-3000:]
+    assert lower.stderr.strip().splitlines() == [
+        f"config error: training.steps=1 is below the 2 steps {run} has trained; a run is not cut back: pass "
+        "training.steps=3 or more to train further, or start a new run in another training.output_dir"]
+    same = train(["--resume", str(run)])
+    assert same.returncode == 0, same.stderr[-3000:]
+    assert same.stdout.strip().splitlines() == [
+        f"nothing to do: {run} has trained all 2 steps of training.steps=2; pass training.steps=3 or more to "
+        "train further"]
+    assert "sandbox" not in same.stderr and "sandbox" not in lower.stderr  # nothing was loaded
+    assert _files(run) == before  # config.yaml, metrics, trees, checkpoints, plots: byte for byte
 
 
 def test_wandb_without_a_login_is_refused_before_anything_loads(tmp_path):
