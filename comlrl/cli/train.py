@@ -1,8 +1,8 @@
 """Train N agents with tree-search MAGRPO.
 
-    accelerate launch scripts/train.py --config configs/align_T2_G4.yaml [key=value ...]
-    accelerate launch scripts/train.py --resume runs/align_T2_G4 [key=value ...]
-    comlrl-train --config configs/align_T2_G4.yaml [key=value ...]          # the installed console script
+    comlrl-train --config configs/align_T2_G4.yaml [key=value ...]    # one process (python scripts/train.py: the same)
+    comlrl-train --resume runs/align_T2_G4 [key=value ...]             # continue a stopped run
+    accelerate launch --config_file configs/accelerate/ddp_cpu.yaml scripts/train.py --config ...  # several processes
 """
 
 from __future__ import annotations

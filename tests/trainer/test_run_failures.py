@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from trainer_helpers import ENTRY, ROOT, TINY, env, metrics, train
+from trainer_helpers import ENTRY, ROOT, TINY, VENV_BIN, env, metrics, train
 
 from comlrl.checkpoint import checkpoint_step, latest_checkpoint
 from comlrl.models import cache_root
@@ -112,6 +112,18 @@ def test_an_output_dir_that_is_a_file_is_one_line_at_load(tmp_path):
         f"config error: training.output_dir={str(notes)!r} is not allowed; expected a directory path ({notes} is "
         "a file)"]
     assert time.monotonic() - t0 < 30 and notes.read_text() == "x"
+
+
+def test_the_readme_quick_start_command_ends_with_the_one_line_and_exit_2():
+    """The README's single-process form: no launcher's traceback after the line, and the line's own exit code."""
+    [quick] = [line for line in (ROOT / "README.md").read_text().splitlines() if "bash scripts/install.sh &&" in line]
+    cmd = [str(VENV_BIN / Path(word).name) if word.startswith(".venv/bin/") else word
+           for word in quick.split("&&", 1)[1].split()]
+    res = subprocess.run([*cmd, "magrpo.joint_mode=diagonal"], cwd=ROOT, env=env(), capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 2, res.stderr[-3000:]
+    assert res.stderr.strip().splitlines() == [
+        "config error: magrpo.joint_mode='diagonal' is not allowed; expected one of: align, cross"]
 
 
 @pytest.mark.parametrize(("extra", "refusal"), [
