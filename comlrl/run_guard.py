@@ -124,7 +124,8 @@ def _remove(path: Path) -> None:
 
 
 def guarded_run(cfg: RunConfig, run: Callable[[RunConfig], int]) -> int:
-    """`run(cfg)` with the promises of this module; raises Interrupted on Ctrl-C (the caller prints it)."""
+    """`run(cfg)` with the promises of this module; raises Interrupted on Ctrl-C (the caller prints it).
+    Call it from the main thread, the only one Python lets install signal handlers (the CLI's)."""
     nothing = check_resume(cfg)
     if nothing:
         print(nothing)
