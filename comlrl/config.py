@@ -13,8 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
+
+from comlrl.task_options import ActionsTaskConfig, ToolAgentConfig
 
 EMBEDDED_MODEL = "smollm2-135m-instruct"
 CROSS_TREE_WARN = 1000  # scored joint actions per tree above which a cross-mode run is warned about
@@ -74,41 +77,6 @@ class DatasetConfig:
     seed: int = 0
     split: str = "train"  # hf: the split of a saved DatasetDict or hub id
     fields: DatasetFieldsConfig = field(default_factory=DatasetFieldsConfig)
-
-
-@dataclass
-class ToolAgentConfig:
-    """Options of task.name=tool_agent (docs/tool-agent.md)."""
-
-    doctests: bool = True  # add the prompt's `>>>` examples to the tests
-    edge_tests: str | None = None  # JSONL of {"task_id", "tests"}: extra edge-case tests per problem
-    format_weight: float = 0.1  # well-formed call (half if repaired); half of it for reasoning first
-    fake_response_penalty: float = 0.1  # subtracted when the model writes its own <tool_response>
-    max_output_chars: int = 600  # stdout / error shown in a tool response
-    show_failed: int = 1  # failing tests shown in a tool response
-    hints: bool = True  # a short continuation hint after each tool response
-
-
-@dataclass
-class ActionsTaskConfig:
-    """Options of task.name=actions (docs/agentic-tasks.md)."""
-
-    file: str | None = None  # task file (JSONL); null = the bundled comlrl/data/action_tasks.jsonl
-    judge: str = "rule"  # rule | openai:<m> | anthropic:<m> | openai-compatible:<m>@<url> | ollama:<m>@<url> | local:<m> | deepseek:<m>
-    judge_prompt: str | None = None  # a text file with the LLM judge's rubric (system prompt); null = built-in
-    judge_reward: float = 2.0  # trajectory-end reward for a perfect judge score
-    weight_completion: float = 0.5
-    weight_quality: float = 0.2
-    weight_efficiency: float = 0.15
-    weight_creativity: float = 0.15
-    action_reward: float = 0.05  # per valid, successful action not already run in the trajectory
-    format_penalty: float = 0.2  # per agent turn with an invalid or missing action
-    max_actions_per_turn: int = 3
-    max_turns: int | None = None  # trajectory turn limit; null = magrpo.num_turns
-    judge_timeout_s: float = 30.0
-    judge_max_retries: int = 2
-    judge_max_tokens: int = 300
-    judge_cache_dir: str | None = None  # null = ~/.cache/comlrl/judge, "off" disables
 
 
 @dataclass
@@ -291,16 +259,11 @@ def normalize_slice(value: Any) -> int | None:
     """`external.sandbox_slice` as an int (first n / last |n|) or None for all asserts."""
     if value is None or (isinstance(value, str) and value.strip().lower() in ("all", "none", "null")):
         return None
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise ConfigError(
-            f"config error: external.sandbox_slice={value!r} is not allowed; expected an integer, 0, 'all' or null"
-        )
     try:
-        n = int(value)
+        n = int(value) if isinstance(value, int | str) and not isinstance(value, bool) else None
     except ValueError:
-        raise ConfigError(
-            f"config error: external.sandbox_slice={value!r} is not allowed; expected an integer, 0, 'all' or null"
-        ) from None
+        n = None
+    _require(n is not None, "external.sandbox_slice", value, "an integer, 0, 'all' or null")
     return None if n == 0 else n
 
 
@@ -390,6 +353,9 @@ def validate(cfg: RunConfig) -> RunConfig:
     _require(t.save_every >= 0, "training.save_every", t.save_every, "an integer >= 0")
     _require(t.torch_threads >= 0, "training.torch_threads", t.torch_threads, "an integer >= 0")
     _require(bool(t.output_dir), "training.output_dir", t.output_dir, "a directory path")
+    out = Path(t.output_dir).expanduser()  # a file on the way would fail the run's first write, after loading
+    blocker = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
+    _require(blocker is None, "training.output_dir", t.output_dir, f"a directory path ({blocker} is a file)")
     ev = cfg.evaluation
     _require(ev.samples >= 0, "evaluation.samples", ev.samples, "an integer >= 0 (0 = greedy only)")
     _require(ev.greedy or ev.samples > 0, "evaluation.greedy", ev.greedy,
@@ -476,7 +442,11 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
             raise ConfigError(f"config error: config file {str(p)!r} does not exist")
         try:
             loaded = OmegaConf.load(p)
-        except Exception as exc:  # YAML syntax errors come in many types
+        except yaml.MarkedYAMLError as exc:  # a syntax error: file:line and what is wrong there
+            mark = exc.problem_mark or exc.context_mark
+            where = f"{p}:{mark.line + 1}" if mark else str(p)
+            raise ConfigError(f"config error: {where}: {exc.problem or exc.context}") from None
+        except Exception as exc:  # anything else OmegaConf refuses (duplicate keys, unreadable file)
             raise ConfigError(f"config error: {p}: {str(exc).splitlines()[0]}") from None
         if not isinstance(loaded, DictConfig):
             raise ConfigError(f"config error: {p} must hold a mapping of sections, not a list")

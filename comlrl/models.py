@@ -168,11 +168,19 @@ def resolve_model_path(name: str, cache_dir: str | None = None) -> str:
                 raise _fail(name, "a file that is not .gguf (expected an alias, HF dir, .gguf file or hub id)")
             path = path.resolve()
             return str(_build_once(root, _gguf_key(path), lambda out: _convert_gguf(path, out)))
+        if _is_local_path(name):
+            raise _fail(name, f"local path {path.resolve()} does not exist")
         return _hub_snapshot(name)
     except ModelError:
         raise
     except Exception as exc:  # conversion and hub errors come in many types
         raise _fail(name, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc
+
+
+def _is_local_path(name: str) -> bool:
+    """A name only a file system path can be: absolute, ./ ../ ~, or more than one `/` (a hub id is
+    `org/model`, which stays ambiguous and goes to the hub, whose error names both readings)."""
+    return name.startswith(("/", "./", "../", "~")) or name.count("/") > 1
 
 
 def _hub_snapshot(name: str) -> str:

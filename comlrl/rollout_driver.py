@@ -95,4 +95,6 @@ class Rollout:
         self.roots = make_roots([self.initial_messages(p) for p in self.problems], tag)
         for root, problem in zip(self.roots, self.problems, strict=True):
             root.state = self.c.task.initial_state(problem)
-        return expand_trees(self.roots, shape, self.generate, self.score, self.next_messages)
+        roots = expand_trees(self.roots, shape, self.generate, self.score, self.next_messages)
+        self.c.policies.report_truncations(self.label)  # one line for the whole rollout, not one per prompt
+        return roots

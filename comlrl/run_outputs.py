@@ -9,7 +9,9 @@ says to replace them: nothing is deleted that the user did not ask to delete.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import json
 import math
 import os
@@ -83,10 +85,37 @@ def make_trackers(cfg: RunConfig, resume_step: int = 0) -> list[Any]:
     if cfg.logging.tensorboard:
         trackers.append(TensorBoardTracker("tensorboard", str(out), purge_step=resume_step + 1 if resume_step else None))
     if cfg.logging.wandb:
-        if importlib.util.find_spec("wandb") is None:
-            raise ConfigError("config error: logging.wandb=true needs the wandb package (pip install wandb)")
+        check_wandb()
         trackers.append(WandBTracker(cfg.logging.wandb_project, dir=str(out), resume="allow"))
     return trackers
+
+
+def check_wandb() -> None:
+    """logging.wandb=true: refuse now, before the model loads, what `wandb.init` would refuse at the first
+    log (no package, a bad WANDB_MODE, no login for an online run). The key is only looked for, not sent."""
+    if importlib.util.find_spec("wandb") is None:
+        raise ConfigError("config error: logging.wandb=true needs the wandb package (pip install wandb)")
+    import pydantic  # wandb's settings are a pydantic model
+    import wandb
+
+    try:
+        mode = wandb.setup().settings.mode
+    except pydantic.ValidationError as exc:  # wandb's settings validation, e.g. an unknown WANDB_MODE
+        bad = exc.errors()[0]
+        raise ConfigError(f"config error: logging.wandb=true but W&B's settings are refused: "
+                          f"{'.'.join(map(str, bad['loc']))}={bad['input']!r}: {bad['msg']}") from None
+    if mode in ("offline", "dryrun", "disabled"):
+        return
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):  # wandb's "Loaded credentials ..." chatter
+            logged_in = wandb.login(prompt=False, verify=False)
+    except wandb.errors.Error as exc:  # a malformed key; the message names the variable, never the key
+        raise ConfigError(f"config error: logging.wandb=true but W&B refuses the login: {exc}") from None
+    if not logged_in:
+        raise ConfigError(
+            "config error: logging.wandb=true but W&B has no login here (no WANDB_API_KEY, no `wandb login`): run "
+            "`wandb login`, set WANDB_API_KEY, or set WANDB_MODE=offline to keep the run local (`wandb sync` "
+            "uploads it later)")
 
 
 def truncate_jsonl(path: Path, keep: Any) -> None:

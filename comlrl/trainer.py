@@ -19,7 +19,7 @@ from comlrl.advantages import assign_advantages
 from comlrl.checkpoint import checkpoint_step, latest_checkpoint, load_checkpoint, save_checkpoint
 from comlrl.components import Components, build
 from comlrl.config import ConfigError, RunConfig
-from comlrl.console import quiet_console
+from comlrl.console import plural, quiet_console
 from comlrl.contracts import Problem
 from comlrl.distributed import WorldSizeError, reduce_sums
 from comlrl.evaluation import Evaluator
@@ -60,7 +60,7 @@ def training_step(comp: Components, step: int, start_rewards: dict[str, float] |
     torch.manual_seed(cfg.training.seed * 7919 + step * 101 + acc.process_index)
     comp.feedback.counters.reset()  # count this step's rollout only, not evaluations in between
     problems = [comp.train[i] for i in idx]
-    rollout = Rollout(comp, problems)
+    rollout = Rollout(comp, problems, label=f"step {step + 1}")
     shape = TreeShape(m.num_agents, m.num_generations, m.num_turns, m.joint_mode, m.early_termination_threshold)
     roots = rollout.run(shape, tag="")
     for root in roots:
@@ -276,7 +276,7 @@ def run(cfg: RunConfig) -> int:
         comp.engine.close()
     acc.wait_for_everyone()
     if acc.is_main_process:
-        print(f"done: {cfg.training.steps} steps; outputs in {out.resolve()} "
+        print(f"done: {plural(cfg.training.steps, 'step')}; outputs in {out.resolve()} "
               f"({', '.join(name for name in RUN_OUTPUTS if (out / name).exists())})")
         for line in write_report(out, cfg.training.steps):
             print(line)

@@ -176,3 +176,27 @@ def test_cross_mode_warns_once_above_a_thousand_joint_actions_per_tree(overrides
     assert len(hits) == (1 if warned else 0)
     if warned:
         assert "magrpo.joint_mode=cross" in hits[0] and "> 1000" in hits[0]
+
+
+@pytest.mark.parametrize("text,line,problem", [
+    ("magrpo:\n  num_turns: 2\n  joint_mode: align: cross\n", 3, "mapping values are not allowed in this context"),
+    ("training:\n  steps: 3\n\tseed: 1\n", 3, "found a tab character that violates indentation"),
+    ("magrpo:\n  num_turns: [2, 3\ntraining:\n  steps: 1\n", 3, "did not find expected ',' or ']'"),
+])
+def test_yaml_syntax_errors_name_the_file_and_line(tmp_path, text, line, problem):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_config(bad)
+    assert str(err.value) == f"config error: {bad}:{line}: {problem}"
+
+
+def test_an_output_dir_that_is_a_file_is_refused_at_load(tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("x")
+    for out in (notes, notes / "run"):
+        with pytest.raises(ConfigError) as err:
+            load_config(None, [f"training.output_dir={out}"])
+        assert str(err.value) == (f"config error: training.output_dir={str(out)!r} is not allowed; expected a "
+                                  f"directory path ({notes} is a file)")
+    assert load_config(None, [f"training.output_dir={tmp_path / 'new' / 'run'}"])  # not there yet: fine

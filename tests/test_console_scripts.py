@@ -57,3 +57,12 @@ def test_train_help_lists_the_top_level_plugins_key() -> None:
                          timeout=120)
     assert res.returncode == 0, res.stderr
     assert "top level: plugins" in res.stdout and "  task: name" in res.stdout
+
+
+@pytest.mark.parametrize("shim", sorted(SHIMS))
+def test_help_shows_the_description_once(shim: str) -> None:
+    res = subprocess.run([sys.executable, f"scripts/{shim}.py", "--help"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    first = importlib.import_module(SHIMS[shim]).__doc__.strip().splitlines()[0]
+    assert res.stdout.count(first) == 1, res.stdout

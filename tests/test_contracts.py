@@ -183,10 +183,14 @@ class Numbered:
     def generate(self, requests, n, greedy=False):  # noqa: ANN001, ANN201
         return [[SimpleNamespace(text=f"g{k}", completion_ids=(1,)) for k in range(n)] for _ in requests]
 
+    def report_truncations(self, label: str) -> None:  # as AgentPolicies: no prompt is cut here
+        pass
+
 
 def test_each_turn_acts_on_the_state_its_parent_joint_action_left() -> None:
     task = Journal()
-    comp = SimpleNamespace(task=task, engine=Numbered(), feedback=None, phase=lambda text: None)
+    engine = Numbered()
+    comp = SimpleNamespace(task=task, engine=engine, policies=engine, feedback=None, phase=lambda text: None)
     (root,) = Rollout(comp, ["p"]).run(TreeShape(1, 2, 3, "align", None), tag="")  # type: ignore[arg-type]
     assert root.state == () and root.next_states == [("g0",), ("g1",)]
     child = root.children[1]

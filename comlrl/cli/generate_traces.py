@@ -1,6 +1,6 @@
 """Generate interleaved reasoning + tool-call traces as JSONL (the `scripts/generate_traces.py` CLI).
 
-    python scripts/generate_traces.py --backend openai-compatible:qwen2.5-coder:7b@http://127.0.0.1:11434/v1 \
+    python scripts/generate_traces.py --backend openai-compatible:qwen2.5-coder:7b@http://127.0.0.1:11434/v1 \\
         --dataset humaneval --num-traces 100 --out traces.jsonl --only-success --chat-format
     python scripts/generate_traces.py --backend local:smollm2-135m-instruct --dataset easy --num-traces 8 --out t.jsonl
 
@@ -74,8 +74,7 @@ def keep(metrics: dict[str, Any], only_success: bool, only_ideal: bool) -> bool:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--backend", required=True,
                     help="local:<model>, openai-compatible:<model>@<base_url> (key: $OPENAI_COMPATIBLE_API_KEY), "
                          "ollama:<model>@<base_url> (native /api/chat; key: $OLLAMA_API_KEY) or <provider>:<model> "

@@ -1,8 +1,8 @@
 """Train N agents with tree-search MAGRPO.
 
-    accelerate launch scripts/train.py --config configs/align_T2_G4.yaml [key=value ...]
-    accelerate launch scripts/train.py --resume runs/align_T2_G4 [key=value ...]
-    comlrl-train --config configs/align_T2_G4.yaml [key=value ...]          # the installed console script
+    comlrl-train --config configs/align_T2_G4.yaml [key=value ...]    # one process (python scripts/train.py: the same)
+    comlrl-train --resume runs/align_T2_G4 [key=value ...]             # continue a stopped run
+    accelerate launch --config_file configs/accelerate/ddp_cpu.yaml scripts/train.py --config ...  # several processes
 """
 
 from __future__ import annotations
@@ -60,14 +60,19 @@ def main(argv: list[str] | None = None) -> int:
     from comlrl.console import quiet_console
 
     quiet_console()  # before torch, transformers and vLLM are imported: some of it is read at import
+    from comlrl.run_guard import INTERRUPTED, Interrupted, guarded_run
     from comlrl.trainer import USER_ERRORS, run
 
     try:
-        return run(cfg)
+        return guarded_run(cfg, run)  # Ctrl-C, early failures, a resume with nothing to do: comlrl/run_guard.py
     except USER_ERRORS as exc:  # bad input: one line naming the problem, no traceback
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         print(msg if "error" in msg.split(":")[0] else f"error: {msg}", file=sys.stderr)
         return 2
+    except Interrupted as exc:  # Ctrl-C: where it stopped and how to resume, in one line
+        if str(exc):
+            print(exc, file=sys.stderr)
+        return INTERRUPTED
 
 
 if __name__ == "__main__":

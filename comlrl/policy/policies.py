@@ -23,7 +23,7 @@ from comlrl.packing import PackedBatch, pack
 from comlrl.policy.agents import AgentsModule
 from comlrl.policy.generation import cut_at_eos, cut_at_stop, generate_rows, stop_criterion
 from comlrl.policy.loading import build_agents, eos_ids, load_tokenizers
-from comlrl.policy.prompts import fit_prompt
+from comlrl.policy.prompts import FittedPrompt, describe_cuts, fit_prompt
 from comlrl.policy.sample import Messages, Sample, agent_name, answer_prefix_of
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,9 @@ class AgentPolicies:
         self.agents_cfg = agents_cfg
         self.num_agents = num_agents
         self.mode = agents_cfg.mode
-        self.prompt_truncations = 0
+        self.prompt_truncations = 0  # prompts cut so far (metrics.jsonl)
+        self._cuts: list[FittedPrompt] = []  # cut since the last report_truncations
+        self._prompts = 0  # prompts fitted since the last report_truncations
         if self.mode == "lora" and agents_cfg.models:
             raise ValueError("agents.models names one model per agent and needs agents.mode=full")
         names = list(agents_cfg.models) if agents_cfg.models else [model_cfg.name] * num_agents
@@ -72,15 +74,23 @@ class AgentPolicies:
     # ---- prompts --------------------------------------------------------------------------------
     def prompt_ids(self, agent: int, messages: Messages) -> tuple[list[int], bool]:
         """Chat-templated prompt ids, cut to model.max_prompt_tokens (`comlrl.policy.prompts.fit_prompt`);
-        every truncation is counted in `prompt_truncations` and logged."""
-        limit = self.cfg.max_prompt_tokens
-        fit = fit_prompt(self.tokenizers[agent], messages, limit, self.head_messages)
+        every cut is counted in `prompt_truncations` and reported by `report_truncations`."""
+        fit = fit_prompt(self.tokenizers[agent], messages, self.cfg.max_prompt_tokens, self.head_messages)
+        self._prompts += 1
         if fit.truncated:
             self.prompt_truncations += 1
-            log.warning("agent %d prompt of %d tokens exceeds model.max_prompt_tokens=%d: dropped %d middle "
-                        "message(s), now %d tokens (%d truncations so far)", agent, fit.full_tokens, limit,
-                        fit.dropped_messages, len(fit.ids), self.prompt_truncations)
+            self._cuts.append(fit)
         return fit.ids, fit.truncated
+
+    def report_truncations(self, label: str) -> None:
+        """One warning line, `<label>: cut N of M prompts ...`, for the prompts cut since the last report (a
+        step's rollout, an evaluation): a long history is cut in every node of every step, and a line per
+        prompt buried the log. Nothing cut: no line."""
+        cuts, prompts = self._cuts, self._prompts
+        self._cuts, self._prompts = [], 0
+        if cuts:
+            log.warning("%s: %s", label, describe_cuts(cuts, prompts, self.cfg.max_prompt_tokens,
+                                                       self.prompt_truncations))
 
     # ---- generation -----------------------------------------------------------------------------
     @torch.no_grad()

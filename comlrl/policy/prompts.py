@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from comlrl.console import plural
 from comlrl.policy.sample import Messages, answer_prefix_of
 
 
@@ -18,12 +19,14 @@ def encode_chat(tokenizer: Any, messages: Messages) -> list[int]:
 
 @dataclass(frozen=True)
 class FittedPrompt:
-    """A chat's prompt ids within the limit, and what the cut took (`full_tokens` before it)."""
+    """A chat's prompt ids within the limit, and what the cut took (`full_tokens` before it): whole middle
+    messages, then, if that was not enough, tokens from the middle of what was left."""
 
     ids: list[int]
     truncated: bool
     full_tokens: int
     dropped_messages: int = 0
+    cut_tokens: int = 0
 
 
 def fit_prompt(tokenizer: Any, messages: Messages, limit: int, head_messages: int | None = None) -> FittedPrompt:
@@ -46,7 +49,24 @@ def fit_prompt(tokenizer: Any, messages: Messages, limit: int, head_messages: in
         ids, dropped = encode_chat(tokenizer, cand), k
         if len(ids) <= limit:
             break
-    if len(ids) > limit:
+    cut = max(0, len(ids) - limit)
+    if cut:
         keep_head = limit // 2
         ids = ids[:keep_head] + ids[len(ids) - (limit - keep_head):]
-    return FittedPrompt(ids, True, full, dropped)
+    return FittedPrompt(ids, True, full, dropped, cut)
+
+
+def describe_cuts(cuts: list[FittedPrompt], prompts: int, limit: int, so_far: int) -> str:
+    """One line for a batch of cut prompts (a training step's, an evaluation's): how many of how many, the
+    longest, and how they were cut; `so_far` counts the run's cuts."""
+    how = []
+    dropped = sorted(c.dropped_messages for c in cuts if c.dropped_messages)
+    if dropped:
+        lo, hi = dropped[0], dropped[-1]
+        span = plural(lo, "middle message") if lo == hi else f"{lo}-{hi} middle messages"
+        how.append(f"{len(dropped)} by dropping {span}")
+    inside = sum(1 for c in cuts if c.cut_tokens)
+    if inside:
+        how.append(f"{inside} by cutting tokens inside a message")
+    return (f"cut {len(cuts)} of {plural(prompts, 'prompt')} to model.max_prompt_tokens={limit} (longest "
+            f"{max(c.full_tokens for c in cuts)} tokens): {', '.join(how)}; {so_far} cut so far")

@@ -7,14 +7,19 @@
 so MBPP-, HumanEval- or APPS-style sets train as they are: `tests` may be one string (HumanEval's `check`
 function, or assert lines) or a list of assert strings (MBPP's `test_list`), joined into one test string
 the sandbox splits into assert units. `entry_point: null` takes the first function the tests call (MBPP
-has no such column); `task_id: null` numbers the rows. Bad data is one line naming the file, row and field.
+has no such column); `task_id: null` numbers the rows from 0 (the ids the train/eval split hashes). Bad data
+is one line naming the file, row (counted from 1, as the jsonl loader counts lines) and field; a table with
+no rows is one line too.
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+import gzip
+import json
 from collections.abc import Mapping, Sequence
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +28,7 @@ from comlrl.tasks.datasets import DatasetError
 
 FILE_BUILDERS = {".parquet": "parquet", ".json": "json", ".jsonl": "json", ".csv": "csv"}
 FIELD_KEYS = ("prompt", "entry_point", "tests", "task_id")  # dataset.fields.<key>; entry_point/task_id may be null
+EMPTY = "no problems found (empty table)"
 
 
 def read_table(path: str, split: str = "train") -> Any:
@@ -38,6 +44,10 @@ def read_table(path: str, split: str = "train") -> Any:
         if builder is None:
             raise DatasetError(f"{p}: unknown data file type; expected {', '.join(FILE_BUILDERS)} (optionally "
                                ".gz) or a save_to_disk directory")
+        if _is_empty(p, builder):  # the library fails on these with StopIteration or "no data"
+            raise DatasetError(f"{path}: {EMPTY}")
+    if saved and _saved_is_empty(p):
+        raise DatasetError(f"{path}: {EMPTY}")
     try:
         if saved:
             ds = datasets.load_from_disk(str(p))
@@ -53,6 +63,27 @@ def read_table(path: str, split: str = "train") -> Any:
             raise DatasetError(f"{p}: no split {split!r} (dataset.split); it has: {', '.join(ds)}")
         ds = ds[split]
     return ds
+
+
+def _is_empty(path: Path, builder: str) -> bool:
+    """A data file with no rows: only whitespace (a csv: at most its header), or a parquet of 0 rows."""
+    if builder == "parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            return pq.read_metadata(path).num_rows == 0
+        except Exception:  # noqa: BLE001 - not a readable parquet: the library says why
+            return False
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
+        rows = len(list(islice((line for line in f if line.strip()), 2)))
+    return rows <= (1 if builder == "csv" else 0)
+
+
+def _saved_is_empty(path: Path) -> bool:
+    """A save_to_disk Dataset of 0 rows (its state.json lists no data file; `load_from_disk` fails on it)."""
+    state = path / "state.json"
+    return state.is_file() and not json.loads(state.read_text()).get("_data_files", [None])
 
 
 def called_names(tests: str) -> list[str]:
@@ -94,7 +125,7 @@ def problems_from_rows(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]
     problems: list[Problem] = []
     seen: dict[str, int] = {}
     for i, row in enumerate(rows):
-        where = f"{source}: row {i}"
+        where = f"{source}: row {i + 1}"  # counted from 1, as the jsonl loader counts lines
         prompt = row[fields.prompt]
         if not isinstance(prompt, str) or not prompt.strip():
             raise DatasetError(f"{where}: field '{fields.prompt}' (dataset.fields.prompt) must be a non-empty string")
@@ -112,10 +143,10 @@ def problems_from_rows(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]
         task_id = str(row[fields.task_id]) if fields.task_id is not None else str(i)
         if task_id in seen:
             raise DatasetError(f"{where}: duplicate task_id {task_id!r} (first in row {seen[task_id]})")
-        seen[task_id] = i
+        seen[task_id] = i + 1
         problems.append(Problem(task_id=task_id, prompt=prompt, entry_point=entry, test=tests))
     if not problems:
-        raise DatasetError(f"{source}: no problems found (empty table)")
+        raise DatasetError(f"{source}: {EMPTY}")
     return problems
 
 

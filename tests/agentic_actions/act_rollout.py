@@ -35,6 +35,9 @@ class ScriptedPolicies:
             out.append([SimpleNamespace(text=t, completion_ids=(1,)) for t in texts])
         return out
 
+    def report_truncations(self, label: str) -> None:  # no prompt is cut here
+        pass
+
 
 def rollout(task: ActionsTask, probs, mode: str, turns: int = 3):
     scripted = ScriptedPolicies(probs)  # the rollout engine (and the policies) of this scripted run

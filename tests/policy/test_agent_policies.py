@@ -299,7 +299,12 @@ def test_long_history_is_cut_in_the_middle_counted_and_logged(caplog: pytest.Log
     ]
     with caplog.at_level(logging.WARNING, logger="comlrl.policy"):
         out = p.generate([(0, history), (1, msgs("short"))], num_samples=2)
-    assert p.prompt_truncations == 1 and "max_prompt_tokens=80" in caplog.text
+        assert not caplog.records  # one line per report (a training step), not one per prompt
+        p.report_truncations("step 1")
+    [line] = [r.getMessage() for r in caplog.records]
+    assert p.prompt_truncations == 1
+    assert line.startswith("step 1: cut 1 of 2 prompts to model.max_prompt_tokens=80 (longest ")
+    assert ": 1 by dropping 2 middle messages; 1 cut so far" in line
     s = out[0][0]
     assert s.prompt_truncated and out[0][1].prompt_truncated and not out[1][0].prompt_truncated
     assert len(s.prompt_ids) <= 80
@@ -332,6 +337,22 @@ def test_a_history_cut_keeps_the_task_given_head_of_messages() -> None:
     assert cut and len(ids) <= 80
     assert all(k in text for k in ("You act.", "DEMO question", "DEMO answer", "PROBLEM", "second try", "LATEST"))
     assert "filler" not in text and "RESULTS one" not in text
+
+
+def test_prompt_cuts_are_reported_as_one_line_with_the_count_and_how(caplog: pytest.LogCaptureFixture) -> None:
+    from comlrl.policy.prompts import encode_chat
+
+    p = make_policies(max_prompt_tokens=80)
+    long = [msgs("START " + "word " * n + " END") for n in (100, 200, 150)]
+    with caplog.at_level(logging.WARNING, logger="comlrl.policy"):
+        p.generate([(0, long[0]), (1, long[1]), (0, msgs("short")), (1, long[2])], num_samples=2)
+        p.report_truncations("step 7")
+        p.report_truncations("step 8")  # nothing cut since the last report: no line
+    longest = len(encode_chat(p.tokenizers[1], long[1]))
+    assert [r.getMessage() for r in caplog.records] == [
+        f"step 7: cut 3 of 4 prompts to model.max_prompt_tokens=80 (longest {longest} tokens): 3 by cutting "
+        "tokens inside a message; 3 cut so far"]
+    assert p.prompt_truncations == 3
 
 
 def test_a_single_huge_message_is_cut_by_tokens_keeping_both_ends() -> None:

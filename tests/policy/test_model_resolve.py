@@ -70,6 +70,18 @@ def test_bad_names_fail_in_one_line_naming_the_model(kind: str, tmp_path: Path) 
     _one_line_naming(info.value, name)
 
 
+@pytest.mark.parametrize("form", ["absolute", "relative", "home"])
+def test_a_missing_local_path_says_so_not_the_hub(form: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    name = {"absolute": str(tmp_path / "models" / "my-model"), "relative": "./models/my-model",
+            "home": "~/models/my-model"}[form]
+    with pytest.raises(ModelError) as info:
+        resolve_model_path(name, cache_dir=str(tmp_path / "cache"))
+    assert str(info.value) == (f"model error: cannot load model {name!r}: local path {tmp_path / 'models' / 'my-model'} "
+                               "does not exist")
+
+
 def test_broken_gguf_fails_in_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "broken.gguf"
     bad.write_bytes(b"not a gguf file at all")

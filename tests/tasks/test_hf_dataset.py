@@ -105,7 +105,7 @@ def test_bad_field_names_and_values_are_one_line(tmp_path: Path) -> None:
              "dataset.fields.entry_point=null")
     assert str(exc.value) == (f"{path}: dataset.fields.prompt='question' is not a column; the columns are: "
                               "task_id, text, code, test_list, test_setup_code, challenge_test_list")
-    with pytest.raises(DatasetError, match=r"mbpp.jsonl: row 0: field 'code' \(dataset.fields.tests\) must be a "
+    with pytest.raises(DatasetError, match=r"mbpp.jsonl: row 1: field 'code' \(dataset.fields.tests\) must be a "
                                            "non-empty string or a list of assert strings, got list"):
         write_jsonl(path, [{**MBPP[0], "code": ["assert 1", 2]}])
         load(path, "dataset.fields.prompt=text", "dataset.fields.tests=code", "dataset.fields.entry_point=null")
@@ -134,3 +134,35 @@ def test_bad_field_names_and_values_are_one_line(tmp_path: Path) -> None:
 ])
 def test_called_names(tests: str, names: list[str]) -> None:
     assert called_names(tests) == names
+
+
+def test_rows_in_errors_count_from_1_as_lines_do(tmp_path: Path) -> None:
+    """Row n of a JSONL table is its line n: the same number the jsonl loader gives."""
+    path = write_jsonl(tmp_path / "mbpp.jsonl", [MBPP[0], MBPP[1], {**MBPP[2], "task_id": 11}])
+    with pytest.raises(DatasetError) as exc:
+        load(path, *MBPP_FIELDS)
+    assert str(exc.value) == f"{path}: row 3: duplicate task_id '11' (first in row 1)"
+    write_jsonl(path, [MBPP[0], {**MBPP[1], "text": ""}])
+    with pytest.raises(DatasetError, match=r"mbpp.jsonl: row 2: field 'text' \(dataset.fields.prompt\)"):
+        load(path, *MBPP_FIELDS)
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "jsonl.gz", "csv", "parquet", "saved"])
+def test_an_empty_table_is_one_line_naming_it(tmp_path: Path, kind: str) -> None:
+    import gzip
+
+    path = tmp_path / f"empty.{kind}"
+    columns = {"prompt": [], "test": [], "entry_point": [], "task_id": []}
+    if kind == "jsonl":
+        path.write_text("\n")
+    elif kind == "jsonl.gz":
+        path.write_bytes(gzip.compress(b""))
+    elif kind == "csv":
+        path.write_text("prompt,test,entry_point,task_id\n")
+    elif kind == "parquet":
+        datasets.Dataset.from_dict(columns).to_parquet(str(path))
+    else:
+        datasets.Dataset.from_dict(columns).save_to_disk(str(path))
+    with pytest.raises(DatasetError) as exc:
+        load(path)
+    assert str(exc.value) == f"{path}: no problems found (empty table)"

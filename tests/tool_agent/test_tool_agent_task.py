@@ -94,11 +94,15 @@ class ScriptedEngine:
         return [[SimpleNamespace(text=self.texts[sum(m["role"] == "assistant" for m in msgs)], completion_ids=(1,))]
                 * n for _, msgs in requests]
 
+    def report_truncations(self, label: str) -> None:  # as AgentPolicies: no prompt is cut here
+        pass
+
 
 def test_next_messages_continue_the_path_with_real_tool_responses(task: ToolAgentTask) -> None:
     texts = [BUGGY + "\n<tool_response>{\"stdout\": \"5\"}</tool_response>", FIXED, FINAL]
     engine = ScriptedEngine(texts)
-    comp = SimpleNamespace(task=task, engine=engine, feedback=None, phase=lambda text: None)  # the task brings its own transition
+    comp = SimpleNamespace(task=task, engine=engine, policies=engine, feedback=None,
+                           phase=lambda text: None)  # the task's own transition
     (root,) = Rollout(comp, [ADD]).run(TreeShape(1, 1, 3, "align", None), tag="")  # type: ignore[arg-type]
     (chat,) = root.children[0].children[0].messages
     assert [m["role"] for m in chat] == ["system", "user", "assistant", "user", "assistant", "user"]

@@ -115,3 +115,19 @@ def test_a_step_with_all_groups_tied_warns_once_with_the_count(tmp_path, tiny_mo
     warnings = [line for line in res.stderr.splitlines() if "trained on nothing" in line]
     assert len(warnings) == 1
     assert "step 1 trained on nothing: all 10 advantage groups tied" in warnings[0]
+
+
+@pytest.mark.slow
+def test_prompt_cuts_are_one_line_per_step_and_per_evaluation(tmp_path, tiny_model):
+    """Every prompt is longer than 16 tokens: one line per step (10 prompts: 2 agents x (1 root + 4 children))
+    and per evaluation (8: 2 problems x 2 agents x 2 turns), not one per prompt."""
+    run = tmp_path / "run"
+    res = train(["--config", "configs/align_T2_G4.yaml", *TINY, "training.steps=2", "model.max_prompt_tokens=16",
+                 f"training.output_dir={run}"])
+    assert res.returncode == 0, res.stderr[-3000:]
+    lines = [line.split(": ", 1)[1] for line in res.stderr.splitlines() if "max_prompt_tokens" in line]
+    assert [line.split(": ")[0] for line in lines] == ["held-out evaluation", "step 1", "step 2", "held-out evaluation"]
+    assert lines[0].startswith("held-out evaluation: cut 8 of 8 prompts to model.max_prompt_tokens=16 (longest ")
+    assert lines[1].startswith("step 1: cut 10 of 10 prompts to model.max_prompt_tokens=16 (longest ")
+    assert lines[3].endswith("; 36 cut so far") and "dropped 0" not in res.stderr
+    assert [r.get("prompt_truncations") for r in metrics(run)[1:]] == [18, 28]

@@ -34,7 +34,7 @@ def cross_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_run_ends_with_its_before_after_report(cross_run: Path) -> None:
     """The last lines: held-out pass@1 before/after with intervals, a verdict, the PNG and the tree page."""
     lines = (cross_run.parent / "stdout.txt").read_text().splitlines()
-    i = next(k for k, line in enumerate(lines) if line.startswith("done: 1 steps; outputs in "))
+    i = next(k for k, line in enumerate(lines) if line.startswith("done: 1 step; outputs in "))
     before, after, verdict, curve, tree = lines[i + 1 : i + 6]
     assert before.startswith("held-out pass@1 before: ") and "95% CI " in before
     assert "main calls the helper in " in before  # code_collab's outcome rates reach the report

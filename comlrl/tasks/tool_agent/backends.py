@@ -100,6 +100,7 @@ class LocalBackend(ChatBackend):
             return []
         rows = self.policies.generate([(self.agent, list(m)) for m in conversations], 1, greedy=self.greedy,
                                       stop_strings=tuple(stop))
+        self.policies.report_truncations(self.name)  # one line per batch for the prompts it had to cut
         samples = [row[0] for row in rows]
         lps: list[tuple[float, ...] | None] = [None] * len(samples)
         if self.logprobs:

@@ -1,0 +1,158 @@
+"""What a training run promises around `comlrl.trainer.run`, whatever its loop looks like.
+
+* A resume with nothing to do says so and changes nothing; one that asks for fewer steps than its checkpoint
+  holds is refused (a run is not cut back). Both before anything loads.
+* A run that fails before its first step leaves nothing that blocks the same command again: what it created
+  in `training.output_dir` is taken back (an earlier run's outputs, a resumed run's and the user's own files
+  stay). Otherwise the next attempt is refused as "already holds a run" for a config.yaml and an empty
+  tensorboard/.
+* Ctrl-C ends with one line, the step it stopped in, the checkpoint that is intact and how to resume, and the
+  shell's exit status for it (130), instead of the tracebacks of every library on the stack. A second Ctrl-C
+  while the run closes its engine and sandbox exits at once with the same line.
+
+The state is read from what the run wrote (metrics.jsonl: one line per finished step; checkpoints/), so the
+loop needs no hooks. Only rank 0 prints and takes files back, as only rank 0 writes them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+
+from comlrl.checkpoint import checkpoint_step, latest_checkpoint
+from comlrl.config import ConfigError, RunConfig
+from comlrl.console import launcher_rank, plural
+from comlrl.run_outputs import RUN_OUTPUTS
+
+INTERRUPTED = 130  # 128 + SIGINT: what a shell reports for a command stopped by Ctrl-C
+WRITTEN = (*RUN_OUTPUTS, "config.yaml", "plots")  # top-level names a run writes (plus tree_step<k>.html)
+
+
+class Interrupted(Exception):
+    """Ctrl-C: str() is the one line to print (empty on ranks > 0, which stay quiet)."""
+
+
+def check_resume(cfg: RunConfig) -> str | None:
+    """training.resume=true: a 'nothing to do' line when the checkpoint is at training.steps and the final
+    weights are written; ConfigError when training.steps is below the checkpoint; else None (go on)."""
+    t = cfg.training
+    out = Path(t.output_dir)
+    latest = latest_checkpoint(out / "checkpoints") if t.resume else None
+    if latest is None:
+        return None
+    done = checkpoint_step(latest)
+    if t.steps < done:
+        raise ConfigError(
+            f"config error: training.steps={t.steps} is below the {plural(done, 'step')} {t.output_dir} has "
+            f"trained; a run is not cut back: pass training.steps={done + 1} or more to train further, or start a "
+            "new run in another training.output_dir")
+    if t.steps == done and (out / "final" / "policies.json").is_file():  # else: final/ is still to be written
+        return (f"nothing to do: {t.output_dir} has trained all {plural(done, 'step')} of training.steps={t.steps}; "
+                f"pass training.steps={done + 1} or more to train further")
+    return None
+
+
+def last_step(metrics: Path) -> int:
+    """The last finished step metrics.jsonl records (0: none; a line cut by a crash is skipped)."""
+    steps = [0]
+    if metrics.is_file():
+        for line in metrics.read_text().splitlines():
+            try:
+                steps.append(int(json.loads(line).get("step", 0)))
+            except (json.JSONDecodeError, AttributeError, TypeError, ValueError):
+                continue
+    return max(steps)
+
+
+def interrupted_line(cfg: RunConfig) -> str:
+    """`interrupted during step 2; checkpoint step-1 is intact; resume with --resume DIR`, from what is on disk."""
+    t = cfg.training
+    out = Path(t.output_dir)
+    done = last_step(out / "metrics.jsonl")
+    latest = latest_checkpoint(out / "checkpoints")
+    if (out / "checkpoints" / f".step-{done}.tmp").exists():
+        where = f"while saving checkpoint step-{done}"
+    else:
+        where = f"during step {done + 1}" if done < t.steps else f"after step {done}, writing the final outputs"
+    if latest is not None:
+        return f"interrupted {where}; checkpoint step-{checkpoint_step(latest)} is intact; resume with --resume {out}"
+    if done == 0 and not t.resume:
+        return f"interrupted {where}; nothing was kept: the same command starts the run again"
+    return (f"interrupted {where}; no checkpoint was written yet (training.save_every={t.save_every}); "
+            f"--resume {out} starts it again from step 0")
+
+
+class _Created:
+    """What a fresh run creates in its output_dir, taken back if it fails before its first step."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.before = set(os.listdir(out)) if out.is_dir() else set()
+        self.top: Path | None = None  # the outermost directory the run creates (out or an ancestor)
+        p = out.absolute()
+        while not p.exists():
+            self.top, p = p, p.parent
+
+    def take_back(self) -> None:
+        if not self.out.is_dir() or last_step(self.out / "metrics.jsonl") or latest_checkpoint(
+                self.out / "checkpoints"):
+            return  # a step finished: its outputs are the run's, resume or overwrite decide about them
+        for name in sorted(set(os.listdir(self.out)) - self.before):
+            path = self.out / name
+            if name in WRITTEN or (name.startswith("tree_step") and name.endswith(".html")):
+                _remove(path)
+        if self.top is not None:  # directories the run made, from the innermost up, if nothing else is in them
+            for d in [self.out.absolute(), *self.out.absolute().parents]:
+                if not d.is_dir() or any(d.iterdir()):
+                    break
+                d.rmdir()
+                if d == self.top:
+                    break
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+
+
+def guarded_run(cfg: RunConfig, run: Callable[[RunConfig], int]) -> int:
+    """`run(cfg)` with the promises of this module; raises Interrupted on Ctrl-C (the caller prints it).
+    Call it from the main thread, the only one Python lets install signal handlers (the CLI's)."""
+    nothing = check_resume(cfg)
+    if nothing:
+        print(nothing)
+        return 0
+    main = launcher_rank() == 0
+    created = _Created(Path(cfg.training.output_dir)) if main and not cfg.training.resume else None
+
+    def second_interrupt(signum: int, frame: FrameType | None) -> None:  # closing is stuck: leave now
+        if main:
+            print(interrupted_line(cfg), file=sys.stderr, flush=True)
+        os._exit(INTERRUPTED)
+
+    def first_interrupt(signum: int, frame: FrameType | None) -> None:
+        signal.signal(signal.SIGINT, second_interrupt)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, first_interrupt)
+    try:
+        return run(cfg)
+    except KeyboardInterrupt:
+        line = interrupted_line(cfg) if main else ""
+        if created:
+            created.take_back()
+        raise Interrupted(line) from None
+    except BaseException:
+        if created:
+            created.take_back()
+        raise
+    finally:
+        signal.signal(signal.SIGINT, previous)

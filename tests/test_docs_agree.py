@@ -1,0 +1,27 @@
+"""A claim made in more than one place says the same thing everywhere, and what the tests check."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _prose(path: str) -> str:
+    """The file's text as one line: comment marks at line starts (README code blocks) and line breaks gone."""
+    lines = (re.sub(r"^\s*#\s?", "", line) for line in (ROOT / path).read_text().splitlines())
+    return " ".join(" ".join(lines).split())
+
+
+def test_readme_architecture_and_the_zero3_config_agree_on_what_zero3_supports() -> None:
+    for path in ("README.md", "docs/architecture.md", "configs/accelerate/deepspeed_zero3.yaml"):
+        text = _prose(path)
+        assert "ZeRO-3" in text and "not supported" in text, path
+        assert "ZeRO-3 is not supported" not in text, path  # it runs, in one process (the tests below)
+    for path in ("README.md", "docs/architecture.md"):
+        assert "ZeRO-3 runs in one process only, where it shards nothing" in _prose(path), path
+    # what tests/trainer/test_distributed.py checks: ZeRO-2 with two processes, ZeRO-3 with the config's one
+    tests = (ROOT / "tests" / "trainer" / "test_distributed.py").read_text()
+    assert re.search(r'deepspeed_zero2\.yaml",\s*"--num_processes", "2"', tests)
+    assert "num_processes: 1" in (ROOT / "configs" / "accelerate" / "deepspeed_zero3.yaml").read_text()

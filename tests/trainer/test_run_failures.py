@@ -1,0 +1,151 @@
+"""How a run ends when it does not end well: Ctrl-C, a failure before its first step, a resume with nothing to
+do, trackers without a login, the README's launch form. Real subprocesses on the tiny model."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from trainer_helpers import ENTRY, ROOT, TINY, VENV_BIN, env, metrics, train
+
+from comlrl.checkpoint import checkpoint_step, latest_checkpoint
+from comlrl.models import cache_root
+
+HERE = Path(__file__).resolve().parent
+ARGS = ["--config", "configs/align_T2_G4.yaml", *TINY]
+
+
+def _files(run: Path) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.slow
+def test_ctrl_c_mid_run_is_one_line_exit_130_and_the_checkpoint_resumes(tmp_path, tiny_model):
+    run = tmp_path / "run"
+    cmd = [sys.executable, str(ENTRY), *ARGS, "training.steps=50", "training.save_every=1", "model.max_new_tokens=48",
+           f"training.output_dir={run}"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 600
+    while not (run / "checkpoints" / "step-1" / "meta.json").is_file():  # step 1 done: step 2 is running
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err[-3000:]
+    k = checkpoint_step(latest_checkpoint(run / "checkpoints"))
+    assert k >= 1
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
+    assert err.strip().splitlines()[-1] == (f"interrupted during step {k + 1}; checkpoint step-{k} is intact; "
+                                            f"resume with --resume {run}")
+    again = train(["--resume", str(run), f"training.steps={k + 1}"])  # the intact checkpoint resumes
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"(step {k})" in again.stderr and [r["step"] for r in metrics(run)] == list(range(k + 2))
+
+
+@pytest.mark.slow
+def test_a_run_that_fails_before_its_first_step_leaves_nothing_that_blocks_a_rerun(tmp_path, tiny_model):
+    """The reward fails in the evaluation before step 1, after config.yaml and tensorboard/ were opened."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "notes.txt").write_text("the user's own file")
+    args = [*ARGS, "training.steps=1", f"training.output_dir={run}"]
+    plugin_path = os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])
+    bad = train([*args, "plugins=[failing_reward]", "task.reward=fails"], extra_env={"PYTHONPATH": plugin_path})
+    assert bad.returncode != 0 and "the failing_reward plugin failed on purpose" in bad.stderr
+    assert sorted(p.name for p in run.iterdir()) == ["notes.txt"]  # what was there before, nothing more
+    ok = train(args)  # the same command, with a reward that works
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    assert [r["step"] for r in metrics(run)] == [0, 1] and (run / "notes.txt").read_text() == "the user's own file"
+    assert any(line.startswith("done: 1 step; outputs in") for line in ok.stdout.splitlines()), ok.stdout
+
+
+@pytest.mark.slow
+def test_resume_of_a_finished_run_says_so_and_changes_nothing(tmp_path, tiny_model):
+    run = tmp_path / "run"
+    first = train([*ARGS, "training.steps=2", f"training.output_dir={run}"])
+    assert first.returncode == 0, first.stderr[-3000:]
+    before = _files(run)
+    lower = train(["--resume", str(run), "training.steps=1"])
+    assert lower.returncode == 2, lower.stderr[-3000:]
+    assert lower.stderr.strip().splitlines() == [
+        f"config error: training.steps=1 is below the 2 steps {run} has trained; a run is not cut back: pass "
+        "training.steps=3 or more to train further, or start a new run in another training.output_dir"]
+    same = train(["--resume", str(run)])
+    assert same.returncode == 0, same.stderr[-3000:]
+    assert same.stdout.strip().splitlines() == [
+        f"nothing to do: {run} has trained all 2 steps of training.steps=2; pass training.steps=3 or more to "
+        "train further"]
+    assert "sandbox" not in same.stderr and "sandbox" not in lower.stderr  # nothing was loaded
+    assert _files(run) == before  # config.yaml, metrics, trees, checkpoints, plots: byte for byte
+
+
+def test_wandb_without_a_login_is_refused_before_anything_loads(tmp_path):
+    pytest.importorskip("wandb")
+    home, run = tmp_path / "home", tmp_path / "run"
+    home.mkdir()
+    no_login = {"HOME": str(home), "WANDB_CONFIG_DIR": str(home / "wandb-config"), "WANDB_API_KEY": None,
+                "WANDB_MODE": None, "WANDB_IDENTITY_TOKEN_FILE": None, "NETRC": None,
+                "COMLRL_CACHE": str(cache_root())}  # the tiny model stays where it is
+    res = train([*ARGS, "training.steps=1", f"training.output_dir={run}", "logging.wandb=true"], extra_env=no_login,
+                timeout=300)
+    assert res.returncode == 2, res.stderr[-3000:]
+    assert res.stderr.strip().splitlines() == [
+        "config error: logging.wandb=true but W&B has no login here (no WANDB_API_KEY, no `wandb login`): run "
+        "`wandb login`, set WANDB_API_KEY, or set WANDB_MODE=offline to keep the run local (`wandb sync` uploads "
+        "it later)"]
+    assert not run.exists()  # so the same command with WANDB_MODE=offline is not refused
+
+
+def test_an_output_dir_that_is_a_file_is_one_line_at_load(tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("x")
+    t0 = time.monotonic()
+    res = train([*ARGS, f"training.output_dir={notes}"], timeout=120)
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == [
+        f"config error: training.output_dir={str(notes)!r} is not allowed; expected a directory path ({notes} is "
+        "a file)"]
+    assert time.monotonic() - t0 < 30 and notes.read_text() == "x"
+
+
+def test_the_readme_quick_start_command_ends_with_the_one_line_and_exit_2():
+    """The README's single-process form: no launcher's traceback after the line, and the line's own exit code."""
+    [quick] = [line for line in (ROOT / "README.md").read_text().splitlines() if "bash scripts/install.sh &&" in line]
+    cmd = [str(VENV_BIN / Path(word).name) if word.startswith(".venv/bin/") else word
+           for word in quick.split("&&", 1)[1].split()]
+    res = subprocess.run([*cmd, "magrpo.joint_mode=diagonal"], cwd=ROOT, env=env(), capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 2, res.stderr[-3000:]
+    assert res.stderr.strip().splitlines() == [
+        "config error: magrpo.joint_mode='diagonal' is not allowed; expected one of: align, cross"]
+
+
+@pytest.mark.parametrize(("extra", "refusal"), [
+    ({"WANDB_MODE": "offline"}, None),
+    ({"WANDB_MODE": "disabled"}, None),
+    ({"WANDB_API_KEY": "k" * 40}, None),  # looked for, not sent: no network needed
+    ({"WANDB_MODE": "sometimes"}, "config error: logging.wandb=true but W&B's settings are refused: mode='sometimes': "
+                                  "Input should be 'online', 'offline', "),
+    ({"WANDB_API_KEY": "short"}, "config error: logging.wandb=true but W&B refuses the login: WANDB_API_KEY invalid: "
+                                 "API key must have 40+ characters, has 5."),
+])
+def test_the_wandb_check_passes_offline_or_with_a_key_and_names_what_is_wrong(tmp_path, extra, refusal):
+    pytest.importorskip("wandb")
+    home = tmp_path / "home"
+    e = {k: v for k, v in env().items() if not k.startswith("WANDB_")}
+    e.update(HOME=str(home), WANDB_CONFIG_DIR=str(home / "wandb-config"), WANDB_DIR=str(tmp_path), **extra)
+    code = ("from comlrl.config import ConfigError\nfrom comlrl.run_outputs import check_wandb\n"
+            "try:\n    check_wandb()\nexcept ConfigError as exc:\n    print(exc)\nelse:\n    print('ok')\n")
+    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=e, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-3000:]
+    [line] = res.stdout.strip().splitlines()
+    if refusal is None:
+        assert line == "ok" and not res.stderr.strip(), res.stderr
+    else:
+        assert line.startswith(refusal) and "\n" not in line
