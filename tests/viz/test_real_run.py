@@ -12,9 +12,9 @@ from viz_helpers import NODE_RE, PYTHON, ROOT, chromium, run_chromium
 
 pytestmark = pytest.mark.slow
 
-TINY = ["model.name=tiny-random", "model.max_new_tokens=8", "dataset.eval_size=1", "training.torch_threads=1",
-        "training.steps=1", "logging.progress_bar=false", "rollout.engine=hf",
-        "training.trees_per_step=1"]
+TINY = ["model.name=tiny-random", "model.max_new_tokens=8", "dataset.eval_size=2", "training.torch_threads=1",
+        "training.steps=1", "logging.progress_bar=false", "rollout.engine=hf", "evaluation.samples=1",
+        "evaluation.probe_samples=1", "training.trees_per_step=1"]
 
 
 def run(args: list[str], timeout: int = 900) -> subprocess.CompletedProcess:
@@ -32,20 +32,26 @@ def cross_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_the_run_ends_with_its_before_after_report(cross_run: Path) -> None:
-    """The last lines: held-out pass@1 before/after with intervals, a verdict, the PNG and the tree page."""
+    """The last lines: the paired before/after per measure with its interval and verdict, what before and
+    after are, the PNG and the tree page."""
     lines = (cross_run.parent / "stdout.txt").read_text().splitlines()
     i = next(k for k, line in enumerate(lines) if line.startswith("done: 1 step; outputs in "))
-    before, after, verdict, curve, tree = lines[i + 1 : i + 6]
-    assert before.startswith("held-out pass@1 before: ") and "95% CI " in before
-    assert "main calls the helper in " in before  # code_collab's outcome rates reach the report
-    assert after.startswith("held-out pass@1 after 1 steps: ")
-    assert verdict.split(":")[0] in ("improved", "not improved") or verdict.startswith("no change")
-    png = Path(curve.removeprefix("reward curve: "))
+    report = lines[i + 1 :]
+    measures = [x for x in report if x.startswith("held-out problems, ")]
+    assert [x.split(" (")[0] for x in measures] == ["held-out problems, sampled reward",
+                                                    "held-out problems, sampled pass@1",
+                                                    "held-out problems, greedy pass@1"]
+    for x in measures:
+        assert "(2 problems, " in x and "95% CI " in x and x.rsplit(": ", 1)[1] in ("improved", "worse", "within noise")
+    curve, tree = report[-2:]
+    assert report[-3].startswith("(before = the untrained policy, after = step 1; ")
+    png = Path(curve.removeprefix("reward plot: "))
     assert png == cross_run / "plots" / "reward.png" and png.read_bytes()[:4] == b"\x89PNG"
     page = Path(tree.removeprefix("tree view (open in a browser): "))
     assert page == cross_run / "tree_step1.html" and len(NODE_RE.findall(page.read_text())) == 17
     metrics = [json.loads(x) for x in (cross_run / "metrics.jsonl").read_text().splitlines()]
     assert 0.0 <= metrics[0]["eval/helper_called"] <= 1.0 and "turn_2/helper_used" in metrics[1]
+    assert "eval/sampled/reward_mean_delta" in metrics[-1]
 
 
 def test_tree_page_of_a_real_cross_run(cross_run: Path, tmp_path: Path) -> None:
