@@ -16,6 +16,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from comlrl.config_tasks import ActionsTaskConfig, TextTaskConfig, ToolAgentConfig
+
 EMBEDDED_MODEL = "smollm2-135m-instruct"
 CROSS_TREE_WARN = 1000  # scored joint actions per tree above which a cross-mode run is warned about
 
@@ -77,46 +79,14 @@ class DatasetConfig:
 
 
 @dataclass
-class ToolAgentConfig:
-    """Options of task.name=tool_agent (docs/tool-agent.md)."""
-
-    doctests: bool = True  # add the prompt's `>>>` examples to the tests
-    edge_tests: str | None = None  # JSONL of {"task_id", "tests"}: extra edge-case tests per problem
-    format_weight: float = 0.1  # well-formed call (half if repaired); half of it for reasoning first
-    fake_response_penalty: float = 0.1  # subtracted when the model writes its own <tool_response>
-    max_output_chars: int = 600  # stdout / error shown in a tool response
-    show_failed: int = 1  # failing tests shown in a tool response
-    hints: bool = True  # a short continuation hint after each tool response
-
-
-@dataclass
-class ActionsTaskConfig:
-    """Options of task.name=actions (docs/agentic-tasks.md)."""
-
-    file: str | None = None  # task file (JSONL); null = the bundled comlrl/data/action_tasks.jsonl
-    judge: str = "rule"  # rule | openai:<m> | anthropic:<m> | openai-compatible:<m>@<url> | ollama:<m>@<url> | local:<m> | deepseek:<m>
-    judge_prompt: str | None = None  # a text file with the LLM judge's rubric (system prompt); null = built-in
-    judge_reward: float = 2.0  # trajectory-end reward for a perfect judge score
-    weight_completion: float = 0.5
-    weight_quality: float = 0.2
-    weight_efficiency: float = 0.15
-    weight_creativity: float = 0.15
-    action_reward: float = 0.05  # per valid, successful action not already run in the trajectory
-    format_penalty: float = 0.2  # per agent turn with an invalid or missing action
-    max_actions_per_turn: int = 3
-    max_turns: int | None = None  # trajectory turn limit; null = magrpo.num_turns
-    judge_timeout_s: float = 30.0
-    judge_max_retries: int = 2
-    judge_max_tokens: int = 300
-    judge_cache_dir: str | None = None  # null = ~/.cache/comlrl/judge, "off" disables
-
-
-@dataclass
 class TaskConfig:
     name: str = "code_collab"  # code_collab (N=2) | code_single (N=1) | tool_agent (N=1) | actions (N=2) | registered
     reward: str = "levels"  # code tasks: levels (docs/rewards.md) | a reward registered by a plugins module
+    reward_funcs: list[str] = field(default_factory=list)  # module:function, TRL-style (comlrl/reward_funcs.py)
+    reward_weights: list[float] | None = None  # one per reward function; null = 1 each
     actions: ActionsTaskConfig = field(default_factory=ActionsTaskConfig)
     tool_agent: ToolAgentConfig = field(default_factory=ToolAgentConfig)
+    text: TextTaskConfig = field(default_factory=TextTaskConfig)
 
 
 @dataclass
@@ -298,6 +268,8 @@ def validate(cfg: RunConfig) -> RunConfig:
         _require(value in allowed, key, value, "one of: " + ", ".join(allowed))
     from comlrl.registry import TASKS
     task_type = TASKS.get(cfg.task.name)
+    from comlrl.config_tasks import validate_rewards
+    validate_rewards(cfg)  # before the agent count: task.text.roles gives the text task's
     m = cfg.magrpo
     _require(m.num_agents >= 1, "magrpo.num_agents", m.num_agents, "an integer >= 1")
     _require(m.num_turns >= 1, "magrpo.num_turns", m.num_turns, "an integer >= 1")
@@ -317,7 +289,7 @@ def validate(cfg: RunConfig) -> RunConfig:
     _require(loss.kl_coef >= 0, "magrpo.loss.kl_coef", loss.kl_coef, "a number >= 0")
     _require(loss.micro_batch_size >= 1, "magrpo.loss.micro_batch_size", loss.micro_batch_size, "an integer >= 1")
     _require(m.advantage.eps > 0, "magrpo.advantage.eps", m.advantage.eps, "a number > 0")
-    want = task_type.num_agents
+    want = task_type.agents_for(cfg.task)
     _require(m.num_agents == want, "magrpo.num_agents", m.num_agents, f"{want} for task.name={cfg.task.name}")
     if m.joint_mode == "cross":
         per_node = m.num_generations ** m.num_agents

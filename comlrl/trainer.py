@@ -37,10 +37,11 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     """Exceptions that mean bad input (config, files, keys, launcher), reported as one line."""
     from comlrl.llm import LLMError
     from comlrl.models import ModelError
+    from comlrl.reward_funcs import RewardFunctionError
     from comlrl.tasks.datasets import DatasetError
     from sandbox.executor import SandboxUnavailable
 
-    return (ConfigError, WorldSizeError, ModelError, DatasetError, LLMError, SandboxUnavailable)
+    return (ConfigError, WorldSizeError, ModelError, DatasetError, LLMError, SandboxUnavailable, RewardFunctionError)
 
 
 
@@ -96,7 +97,7 @@ class Rollout:
                       node.state)
             for node, act in pairs
         ]
-        scored = self.c.task.score_turns(turns)
+        scored = self.c.task.score_joint(turns)
         for node, _ in pairs:
             self.nodes[node.id] = node
             node.next_states = []
@@ -143,7 +144,7 @@ def _turn_sums(roots: list[Node], num_turns: int, task: Task | None = None) -> d
         sums[f"turn_{t}/reward_sum"] = 0.0
         sums[f"turn_{t}/count"] = 0.0
         sums[f"turn_{t}/passed"] = 0.0
-        for name in task.outcome_names if task is not None else ():
+        for name in task.count_names if task is not None else ():
             sums[f"turn_{t}/{name}"] = 0.0
     for root in roots:
         for node in root.walk():
@@ -151,7 +152,7 @@ def _turn_sums(roots: list[Node], num_turns: int, task: Task | None = None) -> d
             sums[f"turn_{node.turn}/count"] += len(node.rewards)
             sums[f"turn_{node.turn}/passed"] += sum(bool(d.all_passed) for d in node.details)
             for d in node.details if task is not None else ():
-                for name, value in task.outcome_counts(d).items():
+                for name, value in task.counts(d).items():
                     sums[f"turn_{node.turn}/{name}"] += float(value)
     return sums
 
