@@ -11,7 +11,7 @@ keyword arguments `prompts` (the problem's prompt as the data set has it: a stri
 `completions` (the agent's text; for a chat prompt, `[{"role": "assistant", "content": text}]`), every
 other column of the problem as a list (code tasks: `task_id`, `entry_point`, `test`, ...), and `agent`
 (index), `role` (name) and `scored` (what the task's reward judged for that agent: the extracted code, or
-the text). It returns one number per row, or None where it does not apply; a joint action's value is the
+the text when the reward does not say). It returns one number per row, or None where it does not apply; a joint action's value is the
 mean over its agents' numbers (no number: 0, and a note says so).
 
 A function that raises, or returns anything else (wrong length, a string, NaN), stops the run with
@@ -26,6 +26,8 @@ import math
 import numbers
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from comlrl.contracts import Reward
 
 __all__ = ["RewardFunctionError", "RewardTerm", "RewardTerms", "call_name", "checked_values", "component_name", "resolve"]
 
@@ -147,7 +149,8 @@ class RewardTerms:
         owner: list[int] = []
         for j, (turn, reward) in enumerate(zip(turns, rewards, strict=True)):
             prompt, columns = task.reward_inputs(turn.problem)
-            scored = tuple(reward.scored)
+            # a plugin task's reward may declare less than the whole Reward contract (no `scored`)
+            scored = tuple(reward.scored) if isinstance(reward, Reward) else ()
             for a, text in enumerate(turn.texts):
                 completion = text if isinstance(prompt, str) else [{"role": "assistant", "content": text}]
                 rows.append({**columns, "prompts": prompt, "completions": completion, "agent": a,

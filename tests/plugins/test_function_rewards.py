@@ -71,13 +71,27 @@ def test_the_issue_command_trains_with_a_function_reward(tmp_path: Path) -> None
     import sys
 
     sys.path.insert(0, str(HERE.parent / "trainer"))
-    from trainer_helpers import TINY, metrics, train
+    from trainer_helpers import TINY, env, metrics, train
 
     run = tmp_path / "run"
-    pythonpath = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p)
+    pythonpath = os.pathsep.join((str(HERE), env()["PYTHONPATH"]))
     res = train(["--config", "configs/align_T2_G4.yaml", *TINY, "plugins=[short_function_reward]",
                  "task.reward=short", "training.steps=1", "dataset.eval_size=0", f"training.output_dir={run}"],
                 extra_env={"PYTHONPATH": pythonpath})
     assert res.returncode == 0, res.stderr[-3000:]
     step = metrics(run)[-1]
     assert step["step"] == 1 and step["samples"] > 0 and step["grad_norm"] > 0
+
+
+def test_reward_functions_add_to_a_plugin_tasks_reward_that_declares_no_scored() -> None:
+    import reward_fns
+
+    from comlrl.contracts import JointTurn
+
+    cfg = load_config(None, ["plugins=[rhyme_task]", "task.name=rhyme", "magrpo.num_agents=1",
+                             "task.reward_funcs=[reward_fns:record]"])
+    task = build_task(cfg.task, None)
+    reward_fns.CALLS.clear()
+    [(r, _)] = task.score_joint([JointTurn(task.load(cfg.dataset)[0][0], ("hat bat mat",))])
+    assert reward_fns.CALLS[0]["scored"] == ["hat bat mat"]  # RhymeReward has no `scored`: the text stands in
+    assert set(r.components) == {"rhymes", "variety", "record"} and r.all_passed
