@@ -418,11 +418,14 @@ def _blame(exc: OmegaConfBaseException, base: list[DictConfig], overrides: list[
     return _one_line(exc)
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
-    """Merge schema defaults, a YAML file and dotlist overrides, then validate."""
+def load_config(path: str | Path | RunConfig | None = None, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
+    """Merge schema defaults, a YAML file (or a `RunConfig`, e.g. one this returned) and dotlist overrides,
+    then validate; a `RunConfig` passed in is not changed."""
     schema = OmegaConf.structured(RunConfig)
     layers: list[DictConfig] = [schema]
-    if path is not None:
+    if isinstance(path, RunConfig):
+        layers.append(OmegaConf.structured(path))
+    elif path is not None:
         p = Path(path)
         if not p.is_file():
             raise ConfigError(f"config error: config file {str(p)!r} does not exist")

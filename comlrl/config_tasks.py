@@ -76,9 +76,6 @@ def validate_rewards(cfg: Any) -> None:
     if t.name != "text":
         return
     x = t.text
-    if not funcs:
-        raise ConfigError("config error: task.reward_funcs=[] is not allowed; expected at least one module:function "
-                          "for task.name=text (its reward comes only from them)")
     if not x.roles or not all(isinstance(r, str) and r.strip() for r in x.roles):
         raise ConfigError(f"config error: task.text.roles={x.roles!r} is not allowed; expected a non-empty list of "
                           "role names (one per agent)")

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from comlrl.config import ConfigError
 from comlrl.contracts import Continuation, Messages, Task, Transition
 from comlrl.tasks.datasets import DatasetError, split_problems
 from feedback.context import cap
@@ -108,6 +109,11 @@ class TextTask(Task):
 
     @classmethod
     def from_config(cls, task_cfg: Any, sandbox: Any) -> TextTask:
+        """Refuses a run without reward functions here, at start-up (a config may get them later: the
+        Python API's `train(cfg, reward_funcs=...)`)."""
+        if not task_cfg.reward_funcs:
+            raise ConfigError("config error: task.reward_funcs=[] is not allowed; expected at least one "
+                              "module:function for task.name=text (its reward comes only from them)")
         return cls(task_cfg.text)
 
     def load(self, dataset_cfg: Any) -> tuple[list[TextProblem], list[TextProblem]]:

@@ -163,8 +163,14 @@ def test_text_task_next_turn_shows_the_team_and_the_score(tmp_path: Path) -> Non
                                        "checker's answer:\npear\n\nGive an improved answer.")
 
 
+def test_text_task_without_reward_functions_is_refused_at_start_up() -> None:
+    cfg = load_config(None, ["task.name=text", "magrpo.num_agents=1"])  # the Python API may add them later
+    with pytest.raises(ConfigError, match=r"^config error: task.reward_funcs=\[\] is not allowed; expected at least "
+                                          r"one module:function for task.name=text"):
+        build_task(cfg.task, None)
+
+
 @pytest.mark.parametrize(("over", "message"), [
-    ([], "config error: task.reward_funcs=[] is not allowed; expected at least one module:function for task.name=text"),
     (["task.reward_funcs=[reward_fns:length]", "task.text.roles=[a,b,c]"],
      "config error: magrpo.num_agents=2 is not allowed; expected 3 for task.name=text"),
     (["task.reward_funcs=[reward_fns:length]", "task.text.instructions=[x]"],
