@@ -193,3 +193,22 @@ def test_text_task_bad_rows_name_the_row_and_field(tmp_path: Path) -> None:
     cfg.dataset.name = "easy"
     with pytest.raises(DatasetError, match=r"^dataset.name='easy': task.name=text reads a table of rows"):
         task.load(cfg.dataset)
+
+
+@pytest.mark.slow
+def test_a_raising_function_ends_the_run_with_one_line_and_exit_2(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from trainer.trainer_helpers import ROOT, TINY, env
+
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"Say {i}."}) + "\n" for i in range(4)))
+    args = [a for a in TINY if not a.startswith("task.reward_funcs=")]
+    res = subprocess.run([sys.executable, "scripts/train.py", *args, "task.name=text", "magrpo.num_agents=1",
+                          "dataset.name=hf", f"dataset.path={data}", "dataset.eval_size=1", "training.steps=1",
+                          "task.reward_funcs=[reward_fns:raises]", f"training.output_dir={tmp_path / 'run'}"],
+                         cwd=ROOT, env=env(), capture_output=True, text=True, timeout=600)
+    assert res.returncode == 2, res.stderr[-3000:]
+    assert res.stderr.strip().splitlines()[-1] == "error: task.reward_funcs: reward_fns:raises raised KeyError: 'answer'"
+    assert "Traceback" not in res.stderr
