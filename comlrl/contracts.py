@@ -106,6 +106,11 @@ class Task(ABC):
         return cls.num_agents
 
     @classmethod
+    def roles_for(cls, task_cfg: Any) -> list[str]:
+        """The role names under the `task` config section (what exports call the agents)."""
+        return list(cls.role_names)
+
+    @classmethod
     def from_config(cls, task_cfg: Any, sandbox: Any) -> Task:
         """The task for the `task` config section, scoring through `sandbox` (how `build_task` makes
         every registered task; override to read options such as `task.<name>.*`)."""

@@ -33,7 +33,7 @@ def role_names(trees_path: Path) -> list[str] | None:
 
         run_cfg = OmegaConf.load(cfg)
         import_plugins(run_cfg.get("plugins") or [])  # a task from a user module is registered there
-        return list(TASKS.get(run_cfg.task.name).role_names)
+        return TASKS.get(run_cfg.task.name).roles_for(run_cfg.task)
     except Exception:  # noqa: BLE001 - role names are a convenience
         return None
 

@@ -108,6 +108,10 @@ class TextTask(Task):
         return len(task_cfg.text.roles)
 
     @classmethod
+    def roles_for(cls, task_cfg: Any) -> list[str]:
+        return list(task_cfg.text.roles)
+
+    @classmethod
     def from_config(cls, task_cfg: Any, sandbox: Any) -> TextTask:
         """Refuses a run without reward functions here, at start-up (a config may get them later: the
         Python API's `train(cfg, reward_funcs=...)`)."""

@@ -212,3 +212,12 @@ def test_a_raising_function_ends_the_run_with_one_line_and_exit_2(tmp_path: Path
     assert res.returncode == 2, res.stderr[-3000:]
     assert res.stderr.strip().splitlines()[-1] == "error: task.reward_funcs: reward_fns:raises raised KeyError: 'answer'"
     assert "Traceback" not in res.stderr
+
+
+def test_exports_call_the_text_tasks_agents_by_their_configured_roles(tmp_path: Path) -> None:
+    from comlrl.cli.export import role_names
+    from comlrl.config import to_yaml
+
+    cfg, _ = _text_task(tmp_path, [{"prompt": "x"}] * 3, "task.reward_funcs=[reward_fns:length]")
+    (tmp_path / "config.yaml").write_text(to_yaml(cfg))
+    assert role_names(tmp_path / "trees.jsonl") == ["solver", "checker"]
