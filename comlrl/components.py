@@ -6,6 +6,7 @@ and the benchmarks start from its `Components`.
 
 from __future__ import annotations
 
+import math
 import os
 import random
 from collections.abc import Callable
@@ -75,7 +76,8 @@ def build(cfg: RunConfig, for_training: bool = True, log_with: list[Any] | None 
     sandbox = Sandbox(workers=workers, timeout_s=cfg.sandbox.timeout_s, memory_mb=cfg.sandbox.memory_mb,
                       isolation=cfg.sandbox.isolation, cache=cfg.sandbox.cache)
     task = build_task(cfg.task, sandbox)
-    validate_threshold(cfg, task.reward_range)
+    # reward functions declare no range: with them any threshold may be reached
+    validate_threshold(cfg, (-math.inf, math.inf) if task.reward_terms else task.reward_range)
     train, evalset = task.load(cfg.dataset)
     if not train:
         raise ValueError(f"dataset {cfg.dataset.name!r} has no training problems")

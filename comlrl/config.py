@@ -17,7 +17,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from comlrl.task_options import ActionsTaskConfig, ToolAgentConfig
+from comlrl.config_tasks import ActionsTaskConfig, TextTaskConfig, ToolAgentConfig
 
 EMBEDDED_MODEL = "smollm2-135m-instruct"
 CROSS_TREE_WARN = 1000  # scored joint actions per tree above which a cross-mode run is warned about
@@ -83,8 +83,11 @@ class DatasetConfig:
 class TaskConfig:
     name: str = "code_collab"  # code_collab | code_coop (N=2) | code_single | tool_agent (N=1) | actions (N=2) | registered
     reward: str = "levels"  # code tasks: levels (docs/rewards.md) | a reward registered by a plugins module
+    reward_funcs: list[str] = field(default_factory=list)  # module:function, TRL-style (comlrl/reward_funcs.py)
+    reward_weights: list[float] | None = None  # one per reward function; null = 1 each
     actions: ActionsTaskConfig = field(default_factory=ActionsTaskConfig)
     tool_agent: ToolAgentConfig = field(default_factory=ToolAgentConfig)
+    text: TextTaskConfig = field(default_factory=TextTaskConfig)
 
 
 @dataclass
@@ -275,6 +278,8 @@ def validate(cfg: RunConfig) -> RunConfig:
         _require(value in allowed, key, value, "one of: " + ", ".join(allowed))
     from comlrl.registry import TASKS
     task_type = TASKS.get(cfg.task.name)
+    from comlrl.config_tasks import validate_rewards
+    validate_rewards(cfg)  # before the agent count: task.text.roles gives the text task's
     m = cfg.magrpo
     _require(m.num_agents >= 1, "magrpo.num_agents", m.num_agents, "an integer >= 1")
     _require(m.num_turns >= 1, "magrpo.num_turns", m.num_turns, "an integer >= 1")
@@ -294,7 +299,7 @@ def validate(cfg: RunConfig) -> RunConfig:
     _require(loss.kl_coef >= 0, "magrpo.loss.kl_coef", loss.kl_coef, "a number >= 0")
     _require(loss.micro_batch_size >= 1, "magrpo.loss.micro_batch_size", loss.micro_batch_size, "an integer >= 1")
     _require(m.advantage.eps > 0, "magrpo.advantage.eps", m.advantage.eps, "a number > 0")
-    want = task_type.num_agents
+    want = task_type.agents_for(cfg.task)
     _require(m.num_agents == want, "magrpo.num_agents", m.num_agents, f"{want} for task.name={cfg.task.name}")
     if m.joint_mode == "cross":
         per_node = m.num_generations ** m.num_agents
@@ -432,11 +437,14 @@ def _blame(exc: OmegaConfBaseException, base: list[DictConfig], overrides: list[
     return _one_line(exc)
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
-    """Merge schema defaults, a YAML file and dotlist overrides, then validate."""
+def load_config(path: str | Path | RunConfig | None = None, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
+    """Merge schema defaults, a YAML file (or a `RunConfig`, e.g. one this returned) and dotlist overrides,
+    then validate; a `RunConfig` passed in is not changed."""
     schema = OmegaConf.structured(RunConfig)
     layers: list[DictConfig] = [schema]
-    if path is not None:
+    if isinstance(path, RunConfig):
+        layers.append(OmegaConf.structured(path))
+    elif path is not None:
         p = Path(path)
         if not p.is_file():
             raise ConfigError(f"config error: config file {str(p)!r} does not exist")

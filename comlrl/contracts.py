@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from comlrl.tree import Node
@@ -98,6 +98,17 @@ class Task(ABC):
     stop_strings: tuple[str, ...] = ()  # generation of a row ends after one of these (e.g. a closing fence)
     head_messages: int | None = None  # leading messages a history cut keeps (None: system + first user)
     outcome_names: tuple[str, ...] = ()  # the keys of `outcome_counts`
+    reward_terms: Any = None  # comlrl.reward_funcs.RewardTerms of task.reward_funcs (set by build_task)
+
+    @classmethod
+    def agents_for(cls, task_cfg: Any) -> int:
+        """How many agents this task has under the `task` config section (magrpo.num_agents must match)."""
+        return cls.num_agents
+
+    @classmethod
+    def roles_for(cls, task_cfg: Any) -> list[str]:
+        """The role names under the `task` config section (what exports call the agents)."""
+        return list(cls.role_names)
 
     @classmethod
     def from_config(cls, task_cfg: Any, sandbox: Any) -> Task:
@@ -149,6 +160,20 @@ class Task(ABC):
         rewards = self.score([(t.problem, list(t.texts)) for t in turns])
         return [(r, t.state) for r, t in zip(rewards, turns, strict=True)]
 
+    def score_joint(self, turns: Sequence[JointTurn]) -> list[tuple[Reward, Any]]:
+        """What the trainer calls: `score_turns`, plus the weighted terms of the configured reward
+        functions (task.reward_funcs, comlrl/reward_funcs.py) on every reward."""
+        scored = self.score_turns(turns)
+        return self.reward_terms.add(self, turns, scored) if self.reward_terms else scored
+
+    def reward_inputs(self, problem: Any) -> tuple[Any, dict[str, Any]]:
+        """(prompt, other columns) of a problem as a reward function receives them (TRL passes the prompt
+        and every other column of the data set's row); default: the fields of a dataclass problem."""
+        if not is_dataclass(problem):
+            return "", {}
+        columns = {f.name: getattr(problem, f.name) for f in fields(problem)}
+        return columns.pop("prompt", ""), columns
+
     def transition(self, configured: Transition) -> Transition:
         """How this task's next turns are built: the configured feedback mode, unless the task brings its
         own environment (tool responses, observations)."""
@@ -158,6 +183,18 @@ class Task(ABC):
         """0/1 facts about one scored joint action, keyed by `outcome_names`, that the trainer averages
         per turn and logs as rates (`<name>`, `turn_<t>/<name>`, `eval/...`): e.g. helper calls."""
         return {}
+
+    @property
+    def count_names(self) -> tuple[str, ...]:
+        """What the trainer averages per turn: `outcome_names` and each reward function's `reward/<name>`."""
+        return (*self.outcome_names, *(f"reward/{n}" for n in (self.reward_terms.names if self.reward_terms else ())))
+
+    def counts(self, reward: Any) -> dict[str, float]:
+        """`outcome_counts(reward)` and each reward function's term of it, keyed by `count_names`."""
+        out = dict(self.outcome_counts(reward))
+        for name in self.reward_terms.names if self.reward_terms else ():
+            out[f"reward/{name}"] = float(reward.components.get(name, 0.0))
+        return out
 
     def metrics(self) -> dict[str, float]:
         """Counters since the last call (e.g. judge calls and fallbacks), logged per step as `task/<name>`."""

@@ -149,13 +149,13 @@ class Evaluator:
             roots = self._rollout(name, [problems[i] for i in mine], True, 1)
             sums.update({f"g:{key}": v for key, v in turn_sums(roots, num_turns, task).items()})
             for score, root in zip(scores, roots, strict=True):
-                passed, reward, _, _ = chain_stats(root, task.outcome_counts)
+                passed, reward, _, _ = chain_stats(root, task.counts)
                 score.update(greedy_pass=passed, greedy_reward=reward)
         if mine and k:
             roots = self._rollout(name, [problems[i] for i in mine], False, k)
             sums.update({f"s:{key}": v for key, v in turn_sums(roots, num_turns, task).items()})
             for score, root in zip(scores, roots, strict=True):
-                passed, reward, first, rates = chain_stats(root, task.outcome_counts)
+                passed, reward, first, rates = chain_stats(root, task.counts)
                 score.update(sampled_pass=passed, sampled_reward=reward, first_turn_reward=first, outcomes=rates)
         return sums, [ProblemScore(**s) for s in scores]
 

@@ -97,10 +97,30 @@ def register_transition(name: str, builder: Callable[..., Any] | None = None) ->
     return _decorator(TRANSITIONS, name, builder)
 
 
-def register_reward(name: str, score: Callable[..., Any] | None = None) -> Any:
-    """A code-task reward selected by `task.reward=<name>`: `score(requests, sandbox) -> [CodeReward]`,
-    one per `comlrl.tasks.code.reward.ScoreRequest`, in order."""
-    return _decorator(REWARDS, name, score)
+def register_reward(name: str, score: Any = None, *, reward_range: tuple[float, float] | None = None) -> Any:
+    """A code-task reward selected by `task.reward=<name>`: a `CodeRewardRule` (`reward_range` and
+    `score_batch`), or a plain function `score(requests, sandbox)` returning one `CodeReward` or number per
+    `comlrl.tasks.code.reward.ScoreRequest`, in order; `reward_range=(lo, hi)` bounds a function's totals
+    (magrpo.early_termination_threshold is checked against it; without it any threshold is accepted).
+    Use as a decorator or call directly; the decorator gives the function back unchanged."""
+
+    def register(target: Any) -> Any:
+        rules = importlib.import_module("comlrl.tasks.code.reward")  # by name, as the tables are: no layer goes up
+        if isinstance(target, type):
+            raise TypeError(f"task.reward: {name!r}: register an instance of {target.__name__}, not the class")
+        if isinstance(target, rules.CodeRewardRule):
+            if reward_range is not None:
+                raise TypeError(f"task.reward: {name!r}: reward_range is for functions; a rule declares its own")
+            return REWARDS.register(name, target)
+        if not callable(target):
+            raise TypeError(f"task.reward: {name!r} must be a CodeRewardRule (reward_range and score_batch) or a "
+                            f"function score(requests, sandbox), got {type(target).__name__}")
+        taken = REWARDS.table.get(name)
+        if not (isinstance(taken, rules.FunctionRule) and taken.fn is target):  # re-registering the same function is a no-op
+            REWARDS.register(name, rules.FunctionRule(name, target, reward_range))
+        return target
+
+    return register(score) if score is not None else register
 
 
 def register_provider(name: str, factory: Callable[..., Any] | None = None) -> Any:

@@ -59,7 +59,7 @@ class Rollout:
                       node.state)
             for node, act in pairs
         ]
-        scored = self.c.task.score_turns(turns)
+        scored = self.c.task.score_joint(turns)
         for node, _ in pairs:
             self.nodes[node.id] = node
             node.next_states = []

@@ -40,10 +40,11 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     """Exceptions that mean bad input (config, files, keys, launcher), reported as one line."""
     from comlrl.llm import LLMError
     from comlrl.models import ModelError
+    from comlrl.reward_funcs import RewardFunctionError
     from comlrl.tasks.datasets import DatasetError
     from sandbox.executor import SandboxUnavailable
 
-    return (ConfigError, WorldSizeError, ModelError, DatasetError, LLMError, SandboxUnavailable)
+    return (ConfigError, WorldSizeError, ModelError, DatasetError, LLMError, SandboxUnavailable, RewardFunctionError)
 
 
 

@@ -18,7 +18,7 @@ def turn_sums(roots: list[Node], num_turns: int, task: Task | None = None) -> di
         sums[f"turn_{t}/reward_sum"] = 0.0
         sums[f"turn_{t}/count"] = 0.0
         sums[f"turn_{t}/passed"] = 0.0
-        for name in task.outcome_names if task is not None else ():
+        for name in task.count_names if task is not None else ():
             sums[f"turn_{t}/{name}"] = 0.0
     for root in roots:
         for node in root.walk():
@@ -26,7 +26,7 @@ def turn_sums(roots: list[Node], num_turns: int, task: Task | None = None) -> di
             sums[f"turn_{node.turn}/count"] += len(node.rewards)
             sums[f"turn_{node.turn}/passed"] += sum(bool(d.all_passed) for d in node.details)
             for d in node.details if task is not None else ():
-                for name, value in task.outcome_counts(d).items():
+                for name, value in task.counts(d).items():
                     sums[f"turn_{node.turn}/{name}"] += float(value)
     return sums
 

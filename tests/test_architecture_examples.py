@@ -32,6 +32,10 @@ with Sandbox(workers=1, timeout_s=10.0) as box:
 print("reward", task.reward_range, good.all_passed, round(good.components["brevity"], 4),
       round(sum(v for k, v in good.components.items() if k != "brevity"), 4),
       abs(good.total - sum(good.components.values())) < 1e-9)
+cfg = load_config(None, ["task.name=code_single", "magrpo.num_agents=1", "task.reward=short"])
+task = build_task(cfg.task, None)
+[r] = task.score([(add, ["```python\\ndef add(a, b):\\n    return a + b\\n```"])])
+print("short", task.reward_range, r.components == {"short": r.total}, 0 < r.total < 1)
 from comlrl.llm import LLMError, make_client
 from feedback import make_expert
 expert = make_expert("echo:any-model", load_config(None, []).external)
@@ -63,5 +67,6 @@ def test_the_documented_extensions_register_and_work() -> None:
     assert out["reward"].startswith("(0.0, 3.5) True ")
     brevity, levels, adds_up = out["reward"].split()[-3:]
     assert float(brevity) > 0 and float(levels) == 3.0 and adds_up == "True"  # every level, plus the bonus
+    assert out["short"] == "(0.0, 1.0) True True"  # a plain function registered as a code reward
     assert out["provider"] == "EchoClient any-model True HI"  # reached through the expert-edits spec
     assert out["unknown"] == "echo:<model>"  # the spec error lists the registered provider

@@ -1,11 +1,14 @@
-"""Export a run's trees.jsonl as training data: SFT chat JSONL and/or preference pairs.
+"""Export a run: its trees.jsonl as training data (SFT chat JSONL, preference pairs), its agents as models.
 
     python scripts/export.py runs/latest --sft data/sft.jsonl --pairs data/pairs.jsonl
     python scripts/export.py runs/latest/trees.jsonl --sft sft.jsonl --only-success --min-reward 1.0
+    python scripts/export.py runs/latest --merge merged/      # merged/agent<i>/: plain HF models (LoRA merged)
 
 SFT: one chat per agent per root-to-leaf trajectory (`{"messages": [...], "meta": {...}}`), or one per turn
 with --per-turn. Pairs: best vs worst joint action of every node (`{"prompt", "chosen", "rejected", "meta"}`).
 Works for every task (code collaboration, actions, ...). Role names come from the run's config.yaml.
+Merge: each agent as a model folder transformers and vLLM load as they are (comlrl/merge.py), from the
+run's final/ weights or, with --step K, its checkpoint of step K.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ def role_names(trees_path: Path) -> list[str] | None:
 
         run_cfg = OmegaConf.load(cfg)
         import_plugins(run_cfg.get("plugins") or [])  # a task from a user module is registered there
-        return list(TASKS.get(run_cfg.task.name).role_names)
+        return TASKS.get(run_cfg.task.name).roles_for(run_cfg.task)
     except Exception:  # noqa: BLE001 - role names are a convenience
         return None
 
@@ -47,6 +50,9 @@ def why_no_pairs(records: list[NodeRecord], args: argparse.Namespace) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("trees", help="a run directory or its trees.jsonl")
+    ap.add_argument("--merge", metavar="OUT", help="write each agent as a plain HF model folder OUT/agent<i>/ "
+                                                    "(LoRA merged into the base; loads with transformers and vLLM)")
+    ap.add_argument("--step", type=int, default=None, help="--merge: the weights of checkpoint step K (default: final/)")
     ap.add_argument("--sft", metavar="OUT", help="write SFT chat records here")
     ap.add_argument("--pairs", metavar="OUT", help="write preference pairs here")
     ap.add_argument("--only-success", action="store_true",
@@ -57,10 +63,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--agents", type=int, nargs="*", default=None, help="agent indices to export (default all)")
     ap.add_argument("--per-turn", action="store_true", help="SFT: one record per turn instead of per trajectory")
     args = ap.parse_args(argv)
-    if not args.sft and not args.pairs:
-        ap.error("nothing to do: give --sft and/or --pairs")
+    if not args.sft and not args.pairs and not args.merge:
+        ap.error("nothing to do: give --sft, --pairs and/or --merge")
     path = Path(args.trees)
     path = path / "trees.jsonl" if path.is_dir() else path
+    if args.merge:
+        from comlrl.console import quiet_console
+
+        quiet_console()  # before transformers and peft load: their start-up chatter is not the user's
+        from comlrl.merge import MergeError, merge_run
+
+        try:
+            folders = merge_run(path.parent, args.merge, args.step)
+        except MergeError as exc:
+            print(f"export: {exc}", file=sys.stderr)
+            return 2
+        for folder in folders:
+            print(f"merged: {folder.name} -> {folder} (AutoModelForCausalLM.from_pretrained / vllm.LLM)")
+        if not args.sft and not args.pairs:
+            return 0
     if not path.is_file():
         print(f"export: {path} does not exist", file=sys.stderr)
         return 2

@@ -13,23 +13,29 @@ from comlrl.tasks.code.collab import CodeCollabTask
 from comlrl.tasks.code.common import CodeTask
 from comlrl.tasks.code.coop import CodeCoopTask
 from comlrl.tasks.code.single import CodeSingleTask
+from comlrl.tasks.text import TextTask
 from comlrl.tasks.tool_agent import ToolAgentTask
 
 TASKS: dict[str, type[Task]] = {"code_collab": CodeCollabTask, "code_single": CodeSingleTask,
-                                "tool_agent": ToolAgentTask, "actions": ActionsTask, "code_coop": CodeCoopTask}
+                                "tool_agent": ToolAgentTask, "actions": ActionsTask, "code_coop": CodeCoopTask,
+                                "text": TextTask}
 
-__all__ = ["TASKS", "ActionsTask", "CodeCollabTask", "CodeCoopTask", "CodeSingleTask", "Problem", "Task", "ToolAgentTask",
+__all__ = ["TASKS", "ActionsTask", "CodeCollabTask", "CodeCoopTask", "CodeSingleTask", "Problem", "Task", "TextTask", "ToolAgentTask",
            "build_task"]
 
 
 def build_task(task_cfg: Any, sandbox: Any) -> Task:
-    """The task named by `task_cfg.name` (or a plain name string), scoring through `sandbox`."""
+    """The task named by `task_cfg.name` (or a plain name string), scoring through `sandbox`, with the
+    reward functions of `task.reward_funcs` added to its rewards."""
     from comlrl.config import ConfigError, TaskConfig
     from comlrl.registry import TASKS as registry
+    from comlrl.reward_funcs import RewardTerms
 
     cfg = TaskConfig(name=task_cfg) if isinstance(task_cfg, str) else task_cfg
     task_type = registry.get(cfg.name)
     if cfg.reward != "levels" and not issubclass(task_type, CodeTask):
         raise ConfigError(f"config error: task.reward={cfg.reward!r} is not allowed; expected levels for "
                           f"task.name={cfg.name} (task.reward chooses the reward of code tasks)")
-    return task_type.from_config(cfg, sandbox)
+    task = task_type.from_config(cfg, sandbox)
+    task.reward_terms = RewardTerms.from_config(cfg)
+    return task

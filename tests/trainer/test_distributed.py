@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from trainer_helpers import TINY, VENV_BIN, metrics, train
+from trainer_helpers import TINY, VENV_BIN, assert_trained, metrics, train
 
 pytestmark = pytest.mark.slow
 
@@ -25,6 +25,7 @@ def _check_world_of_two(run):
     roots = {t["id"][: t["id"].index("t")]: t for t in trees if t["parent"] is None and t["step"] == 1}
     assert set(roots) == {"s1r0", "s1r1"}  # rank 1's trees reach rank 0's file
     assert roots["s1r0"]["prompts"][1] != roots["s1r1"]["prompts"][1]  # ranks expand different problems
+    assert_trained(run)  # both ranks' samples gave gradients; the synced adapters moved
 
 
 def test_ddp_two_processes(tmp_path, tiny_model):
@@ -70,7 +71,8 @@ def test_deepspeed_configs_launch_from_any_directory(tmp_path, tiny_model, stage
     res = subprocess.run(cmd, cwd=elsewhere, env={**env(), "DS_ACCELERATOR": "cpu"}, capture_output=True, text=True,
                          timeout=1200)
     assert res.returncode == 0, res.stderr[-4000:]
-    assert [r["step"] for r in metrics(run)] == [0, 1] and metrics(run)[1]["samples"] > 0
+    assert [r["step"] for r in metrics(run)] == [0, 1]
+    assert_trained(run)  # ZeRO-3 included: the partitioned update reached the saved adapters
     [optim] = (run / "checkpoints" / "step-1" / "deepspeed" / "state").glob("*optim_states.pt")
     state = torch.load(optim, map_location="cpu", weights_only=False)["optimizer_state_dict"]
     assert int(state["zero_stage"]) == stage

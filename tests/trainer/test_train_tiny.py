@@ -1,4 +1,5 @@
-"""End-to-end training runs of the real trainer on the tiny random model (see bonus_entry.py)."""
+"""End-to-end training runs of the real trainer on the tiny random model, with the tests' signal reward
+(trainer_helpers.SIGNAL) next to the real code reward."""
 
 from __future__ import annotations
 
@@ -65,7 +66,7 @@ def test_final_adapters_load_with_plain_peft(tmp_path, tiny_model):
 
 def test_early_termination_prunes_and_is_logged(tmp_path, tiny_model):
     run = tmp_path / "p"
-    # tiny-random never passes a test: reward = 0.5 (entry point defined? no) + bonus; a low threshold prunes
+    # tiny-random never passes a test: reward = levels (>= 0) + distinct characters / 100 > 0; threshold 0 prunes
     res = train(["--config", "configs/align_T2_G4.yaml", *TINY, "training.steps=1", f"training.output_dir={run}",
                  "magrpo.early_termination_threshold=0.0"])
     assert res.returncode == 0, res.stderr[-3000:]

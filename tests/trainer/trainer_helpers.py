@@ -3,26 +3,34 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-ENTRY = Path(__file__).with_name("bonus_entry.py")
+ENTRY = ROOT / "scripts" / "train.py"
+TESTS = ROOT / "tests"  # on PYTHONPATH: tests/reward_fns.py is a user's reward module
 VENV_BIN = Path(sys.executable).parent
 
+# The random model never writes working code, so the code reward ties every sibling and nothing would
+# train; this TRL-style reward function (distinct characters / 100, added to the real sandboxed reward)
+# differs between samples, so every run below really computes gradients and moves the weights.
+SIGNAL = "task.reward_funcs=[reward_fns:distinct_chars]"
 TINY = [
     "model.name=tiny-random", "model.max_new_tokens=12", "dataset.eval_size=2", "training.torch_threads=1",
     "logging.progress_bar=false", "external.mode=plain",
     "rollout.engine=hf",  # the reference engine; the vllm engine has its own tests (tests/engines)
     "training.trees_per_step=1",  # one tree per step: the node and joint-action counts the tests assert
+    SIGNAL,
 ]
 
 
 def env() -> dict[str, str]:
     e = dict(os.environ)
     e.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
+    e["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), str(TESTS), e.get("PYTHONPATH")) if p)
     return e
 
 
@@ -40,3 +48,20 @@ def train(args: list[str], launcher: list[str] | None = None, timeout: int = 900
 
 def metrics(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def assert_trained(run_dir: Path, agents: int = 2) -> None:
+    """Every training step computed real gradients from real samples, and every agent's adapter moved
+    (LoRA B starts at zero, so a non-zero B in final/ is an update that reached the saved weights)."""
+    from safetensors.torch import load_file
+
+    steps = [r for r in metrics(run_dir) if r["step"] > 0]
+    assert steps, "no training step was logged"
+    for r in steps:
+        assert r["samples"] > 0 and r["adv_groups_skipped"] < r["adv_groups"], r
+        assert math.isfinite(r["grad_norm"]) and r["grad_norm"] > 0, (r["step"], r["grad_norm"])
+        assert math.isfinite(r["loss"]) and r["reward/distinct_chars"] > 0
+    for agent in range(agents):
+        weights = load_file(str(run_dir / "final" / f"agent{agent}" / "adapter_model.safetensors"))
+        b = [t for k, t in weights.items() if "lora_B" in k]
+        assert b and max(float(t.abs().max()) for t in b) > 0, f"agent {agent}'s adapter never moved"

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from comlrl.config import ConfigError
+from comlrl.config_tasks import ActionsTaskConfig
 from comlrl.contracts import Continuation, JointTurn, Messages, Transition
-from comlrl.task_options import ActionsTaskConfig
 from comlrl.tasks.actions import prompts
 from comlrl.tasks.actions.environment import Environment, TrajectoryState, render_turn, trajectory_key
 from comlrl.tasks.actions.judge import (

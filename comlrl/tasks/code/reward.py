@@ -18,9 +18,10 @@ The levels are the code tasks' rules, so they live here; `sandbox` only runs the
 from __future__ import annotations
 
 import ast
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from sandbox.executor import Sandbox
 from sandbox.results import ExecResult, SyntaxErrorInfo
@@ -28,7 +29,7 @@ from sandbox.testparse import ParsedTests
 from sandbox.untrusted_source import check_compiles, parse
 
 __all__ = [
-    "LEVELS", "REWARDS", "WEIGHTS", "CodeAnalysis", "CodeReward", "CodeRewardRule", "ScoreRequest",
+    "LEVELS", "REWARDS", "WEIGHTS", "CodeAnalysis", "CodeReward", "CodeRewardRule", "FunctionRule", "ScoreRequest",
     "SyntaxErrorInfo", "analyze", "combine", "reward_range", "score", "score_batch",
 ]
 
@@ -291,6 +292,7 @@ def score(request: ScoreRequest, sandbox: Sandbox) -> CodeReward:
     return score_batch([request], sandbox)[0]
 
 
+@runtime_checkable
 class CodeRewardRule(Protocol):
     """A code tasks' reward, chosen by `task.reward` (register one with `comlrl.registry.register_reward`)."""
 
@@ -313,6 +315,39 @@ class Levels:
         if sandbox is None:
             raise RuntimeError("the levels reward runs the tests, so it needs a sandbox (build_task(cfg, sandbox))")
         return score_batch(requests, sandbox)
+
+
+class FunctionRule:
+    """A plain function registered as a code reward (`register_reward(name, fn)`): `fn(requests, sandbox)`
+    returns one `CodeReward` or one number per request, in order; a number becomes a reward whose one
+    component is the function's name. Its range is the one registered, else open (any threshold)."""
+
+    def __init__(self, name: str, fn: Callable[..., Any], reward_range: tuple[float, float] | None = None) -> None:
+        self.name, self.fn = name, fn
+        self.range = (-math.inf, math.inf) if reward_range is None else (float(reward_range[0]),
+                                                                          float(reward_range[1]))
+
+    def reward_range(self, num_agents: int) -> tuple[float, float]:
+        return self.range
+
+    def score_batch(self, requests: Sequence[ScoreRequest], sandbox: Sandbox | None) -> list[CodeReward]:
+        from comlrl.reward_funcs import RewardFunctionError, call_name, checked_values
+
+        who = f"task.reward={self.name}: {call_name(self.fn)}"
+        try:
+            out = self.fn(list(requests), sandbox)
+        except RewardFunctionError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a user's function: any failure is one line naming it
+            first = (str(exc).strip().splitlines() or [""])[0][:300]
+            raise RewardFunctionError(f"{who} raised {type(exc).__name__}: {first}".rstrip(": ")) from exc
+        if isinstance(out, Sequence) and len(out) == len(requests) and all(isinstance(r, CodeReward) for r in out):
+            return list(out)
+        values = checked_values(out, len(requests), who, allow_none=False)
+        return [CodeReward(total=float(v or 0.0), components={self.name: float(v or 0.0)}, analyses=(),
+                           tests_passed=0, tests_total=0, helper_called=False, helper_result_used=False,
+                           thin_wrapper=False, exec=None, codes=tuple(req.codes))
+                for v, req in zip(values, requests, strict=True)]
 
 
 LEVELS = Levels()

@@ -22,7 +22,7 @@ from comlrl.tasks.tool_agent.call_format import STOP_SEQUENCES
 
 
 def _default_cfg() -> Any:
-    from comlrl.task_options import ToolAgentConfig
+    from comlrl.config_tasks import ToolAgentConfig
 
     return ToolAgentConfig()
 
