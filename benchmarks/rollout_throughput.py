@@ -3,7 +3,7 @@
 The depth-first baseline is the method of the CoMLRL reference implementation: it visits one node at a
 time and calls `generate` once per agent with batch G, scores that node's joint actions, builds its
 children's prompts and descends into each child before the next sibling. Both expanders drive the SAME
-`comlrl.trainer.Rollout` callables (the same AgentPolicies with LoRA adapters, task scoring in the
+`comlrl.rollout_driver.Rollout` callables (the same AgentPolicies with LoRA adapters, task scoring in the
 sandbox, feedback prompts), so only the expansion order and the batching differ. Same problems and seeds
 for both; rounds alternate which one goes first; the ratio is the median of the per-round ratios of
 generated tokens per second of rollout time (generation + scoring + feedback). Rollout time is counted as
@@ -65,7 +65,7 @@ def expand_depth_first(rollout, shape) -> list:
 def run_once(comp, problems, shape, impl: str, seed: int) -> dict:
     import torch
 
-    from comlrl.trainer import Rollout
+    from comlrl.rollout_driver import Rollout
     from comlrl.tree import TreeStats
 
     torch.manual_seed(seed)

@@ -60,7 +60,9 @@ def main() -> None:
 
     from comlrl.config import load_config
     from comlrl.models import load_model
-    from comlrl.trainer import Rollout, build, step_problems, training_step
+    from comlrl.problem_draw import step_problems
+    from comlrl.rollout_driver import Rollout
+    from comlrl.trainer import build, training_step
 
     t_start = time.perf_counter()
     info = machine(args.threads)

@@ -44,7 +44,8 @@ def main() -> None:
 
     from comlrl.config import VLLMSettings, load_config
     from comlrl.engines.vllm_engine import VLLMEngine
-    from comlrl.trainer import Rollout, build
+    from comlrl.components import build
+    from comlrl.rollout_driver import Rollout
 
     cfg = load_config(ROOT / "configs" / "align_T2_G4.yaml", [
         f"model.name={args.model}", f"model.max_new_tokens={args.length}", "logging.progress_bar=false",
