@@ -1066,12 +1066,17 @@ def _prepare_dirs(cfg: dict) -> None:
             os.chown(path, owner, owner)
 
 
+_LEFTOVER_WAIT_S = 5.0  # how long leftovers may take to die: a killed process only goes once it is scheduled
+
+
 def _kill_leftovers(cfg: dict, keep: tuple[int, ...] = ()) -> None:
-    """Kill whatever the run left behind (daemonised children, threads' processes, fork bombs)."""
+    """Kill whatever the run left behind (daemonised children, threads' processes, fork bombs), and wait
+    until they are gone (by time, not by a count of tries: a busy machine is slow to schedule the dying)."""
     me = os.getpid()
     spare = {1, me, *keep}
     if cfg.get("pid_ns"):
-        for _ in range(200):
+        end = time.monotonic() + _LEFTOVER_WAIT_S
+        while time.monotonic() < end:
             alive = []
             for entry in os.listdir("/proc"):
                 if not entry.isdigit() or int(entry) in spare:
@@ -1105,7 +1110,8 @@ def _kill_leftovers(cfg: dict, keep: tuple[int, ...] = ()) -> None:
                     os.kill(-1, signal.SIGKILL)  # returns 0 even when nothing was there: verify below
                 except OSError:
                     pass
-            for _ in range(100):
+            end = time.monotonic() + _LEFTOVER_WAIT_S
+            while time.monotonic() < end:
                 alive = [p for p in _live_pids() if p[1] == uid and p[0] != os.getpid()]
                 if not alive:
                     break
@@ -1117,7 +1123,7 @@ def _kill_leftovers(cfg: dict, keep: tuple[int, ...] = ()) -> None:
                 time.sleep(0.001)
         finally:
             os._exit(0)
-    _reap(pid, 5.0)
+    _reap(pid, _LEFTOVER_WAIT_S + 1.0)
 
 
 def _live_pids() -> list[tuple[int, int]]:
