@@ -39,12 +39,10 @@ logger = logging.getLogger("sandbox")
 LEVELS = ("bwrap", "unshare", "subprocess")
 WORKER_SOURCE_PATH = Path(__file__).with_name("_worker.py")
 CACHE_VERSION = "3"  # bumped when a verdict for the same job can change
-# `timeout_s` is a limit on the run's CPU time (load can stretch the wall clock, not CPU time); the wall clock
-# only ends runs that sleep or block, at this many times the limit. A verdict reached on it is not cached.
-WALL_BACKSTOP_FACTOR = 5.0
-# A run whose solution is still runnable at the backstop (waiting for a CPU on a busy machine, not sleeping)
-# goes on until its CPU limit, up to this many times the backstop.
-WALL_CAP_PER_BACKSTOP = 4.0
+# `timeout_s` limits the run's CPU time (load stretches the wall clock, not CPU time). The wall clock only ends
+# runs that sleep or block, at WALL_BACKSTOP_FACTOR x the limit; one still runnable there (waiting for a CPU)
+# goes on, up to WALL_CAP_PER_BACKSTOP x the backstop. A verdict reached on the wall clock is not cached.
+WALL_BACKSTOP_FACTOR, WALL_CAP_PER_BACKSTOP = 5.0, 4.0
 _WORKER_START_TIMEOUT_S = 30.0
 _RESULT_GRACE_S = 15.0  # past the wall-clock cap, before the parent declares the worker dead (covers cleanup)
 _MAX_JOBS_PER_WORKER = 20_000  # then the worker is replaced (~0.3 s), bounding what the judge accumulates
@@ -309,11 +307,6 @@ class _Worker:
             shutil.rmtree(self.base, ignore_errors=True)
 
 
-def _cacheable(result: ExecResult) -> bool:
-    """Infrastructure failures and wall-clock timeouts say more about the machine than about the code."""
-    return result.status != "sandbox_error" and not (result.status == "timeout" and result.timeout_clock != "cpu")
-
-
 def _shutdown(workers: list[_Worker], pool: ThreadPoolExecutor) -> None:
     pool.shutdown(wait=False, cancel_futures=True)
     for w in workers:
@@ -337,10 +330,8 @@ class Sandbox:
     """Pool of isolated workers with batch submission and a content-addressed result cache.
 
     `workers` None/0 = one per usable core. `timeout_s` bounds the CPU time of each whole run (load + all
-    asserts), so verdicts do not depend on the machine's load; the wall clock ends a sleeping or blocked
-    run at `wall_backstop_factor` times that (a runnable one at `WALL_CAP_PER_BACKSTOP` times the
-    backstop). `memory_mb` bounds its address space. Thread-safe: several threads may call
-    `run`/`run_many` at once.
+    asserts); the wall clock ends a sleeping run at `wall_backstop_factor` x that (see WALL_BACKSTOP_FACTOR).
+    `memory_mb` bounds its address space. Thread-safe: several threads may call `run`/`run_many` at once.
     """
 
     def __init__(self, workers: int | None = None, timeout_s: float = 5.0, memory_mb: int = 512,
@@ -427,7 +418,7 @@ class Sandbox:
             out[first] = result
             for j in rest:
                 out[j] = replace(result, cached=True)
-            if self.cache_enabled and _cacheable(result):
+            if self.cache_enabled and result.about_the_code:
                 with self._cache_lock:
                     self._cache[key] = result
                     while len(self._cache) > self._cache_size:
@@ -501,8 +492,7 @@ class Sandbox:
         if status == "passed" and passed != len(asserts):
             status = "failed"
         clock = ("cpu" if raw.get("clock") == "cpu" else "wall") if status == "timeout" else ""
-        cpu_s = raw.get("cpu_s")
-        cpu_s = round(float(cpu_s), 6) if isinstance(cpu_s, (int, float)) else 0.0
+        cpu_s = round(float(raw["cpu_s"]), 6) if isinstance(raw.get("cpu_s"), (int, float)) else 0.0
         return ExecResult(status, asserts, passed, len(asserts), round(duration, 6), self._level,
                           str(raw.get("stdout", "")), str(raw.get("stderr", "")), None, message,
                           timeout_clock=clock, cpu_s=cpu_s)

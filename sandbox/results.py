@@ -64,6 +64,12 @@ class ExecResult:
         return self.total > 0 and self.passed == self.total
 
     @property
+    def about_the_code(self) -> bool:
+        """False for infrastructure failures and wall-clock timeouts, which say more about the machine than
+        about the code: the sandbox does not cache them."""
+        return self.status != "sandbox_error" and not (self.status == "timeout" and self.timeout_clock != "cpu")
+
+    @property
     def fraction(self) -> float:
         return self.passed / self.total if self.total else 0.0
 
