@@ -90,19 +90,144 @@ def _read_frame(fd: int) -> bytes:
 
 
 class _Timeout(Exception):
-    pass
+    """A wait on the candidate ran out of time; `clock` says which limit: "cpu" or "wall"."""
+
+    def __init__(self, clock: str) -> None:
+        super().__init__(clock)
+        self.clock = clock
 
 
-def _read_exact_deadline(fd: int, n: int, deadline: float) -> bytes:
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+_MIN_SLICE_S = 0.02  # shortest wait between two looks at the run's CPU time (overshoot is at most this)
+_PAST_BACKSTOP_POLL_S = 0.1  # past the wall backstop, how often a runnable run is checked for sleeping
+
+
+def _stat_fields(pid: int | str) -> list[bytes] | None:
+    """Fields of /proc/<pid>/stat after the command name (index 0 is the state), or None when gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    return data.rsplit(b")", 1)[1].split()
+
+
+def _cpu_s(fields: list[bytes]) -> float:
+    """utime + stime + cutime + cstime: the process and the children it has waited for (still readable
+    for a zombie, until it is reaped)."""
+    return sum(int(x) for x in fields[11:15]) / _CLK_TCK
+
+
+def _session(sid: int) -> list[tuple[int, list[bytes]]]:
+    """(pid, /proc/<pid>/stat fields) of every process of session `sid`. The candidate leads its own
+    session: these are it and the children it started; one that left with setsid is not among them."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            fields = _stat_fields(entry)
+            if fields is not None and (int(entry) == sid or int(fields[3]) == sid):
+                out.append((int(entry), fields))
+    return out
+
+
+_STATE_NAMES = {b"R": "runnable", b"S": "sleeping", b"D": "waiting for I/O", b"T": "stopped", b"Z": "exited"}
+
+
+class _Budget:
+    """The run's time limit, on the CPU clock: `limit_s` CPU seconds for the candidate's process (load and
+    every call, with the children it waited for), the other processes of its session, and the judge's own
+    work on this run (the tests' code; not its polling while it waits). A busy machine stretches the wall
+    clock, not CPU time, so it cannot turn a correct solution into a timeout.
+
+    The wall clock only ends runs that sleep or block: at `wall_s` (several times the limit) unless a
+    process of the candidate's session is runnable then (state R: it is waiting for a CPU, not sleeping),
+    in which case the run goes on, up to `cap_s`. A verdict reached on the wall clock is not cached."""
+
+    def __init__(self, limit_s: float, wall_s: float, cap_s: float, t0: float) -> None:
+        self.limit_s = limit_s
+        self.t0 = t0
+        self.wall_deadline = t0 + wall_s
+        self.cap_deadline = t0 + max(cap_s, wall_s)
+        self.judge0 = time.process_time()
+        self.bookkeeping = 0.0  # the judge's CPU spent in `wait` itself (polling /proc): not the run's
+        self.wait_t0 = 0.0
+        self.pid = 0  # the candidate, once spawned; it leads its own session
+        self.own = 0.0  # the candidate's CPU at the last look (kept once it is reaped)
+        self.others = 0.0  # its session's other processes at the last full look
+        self.peak = 0.0  # the most ever seen: killed children leave /proc, their CPU time still counted
+        self.hit = ""  # "cpu" or "wall": the limit this run reached first
+        self.note = ""  # for a wall-clock timeout: the run's CPU and its state then, for the message
+        self.waiting = False  # the judge is blocked in `wait` (on the candidate), not running the tests' code
+
+    def spent(self, full: bool = False) -> float:
+        """CPU seconds used so far. `full` also scans /proc for the candidate's children (the scan repeats
+        while any were found, so a child later reaped into the candidate's cutime is not counted twice)."""
+        if self.pid:
+            fields = _stat_fields(self.pid)
+            if fields is not None:
+                self.own = _cpu_s(fields)
+            if full or self.others:
+                self.others = sum(_cpu_s(f) for pid, f in _session(self.pid) if pid != self.pid)
+        total = self.own + self.others + self._judge_cpu()
+        self.peak = max(self.peak, total)
+        return total
+
+    def _judge_cpu(self) -> float:
+        """The judge's CPU on this run, less its own bookkeeping while it waits on the candidate (which, on
+        a starved run, polls for a while: that must not eat into the solution's limit)."""
+        now = time.process_time()
+        return now - self.judge0 - self.bookkeeping - (now - self.wait_t0 if self.waiting else 0.0)
+
+    def _states(self) -> set[bytes]:
+        return {f[0] for _, f in _session(self.pid)} if self.pid else set()
+
+    def up(self, clock: str) -> _Timeout:
+        """Record that the run reached a limit; the exception to raise for it."""
+        if not self.hit and clock == "wall":
+            states = ", ".join(sorted(_STATE_NAMES.get(s, s.decode(errors="replace")) for s in self._states()))
+            capped = "; still runnable at the cap" if time.monotonic() >= self.cap_deadline else ""
+            self.note = f"{self.spent():.2f}s of CPU time; solution {states or 'not running'}{capped}"
+        self.hit = self.hit or clock
+        return _Timeout(clock)
+
+    def wait(self, fd: int, write: bool = False) -> None:
+        """Block until `fd` is ready; raises _Timeout once the CPU limit or the wall clock is reached.
+        Each wait lasts at most the CPU time still left, so the limit is checked in time on an idle machine
+        and only re-checked (not reached) on a busy one; past the backstop, the state is checked often."""
+        self.wait_t0 = time.process_time()
+        self.waiting = True
+        try:
+            self._wait(fd, write)
+        finally:
+            self.waiting = False
+            self.bookkeeping += time.process_time() - self.wait_t0
+
+    def _wait(self, fd: int, write: bool) -> None:
+        wait_s, full = 0.0, False
+        while not _ready(fd, write, wait_s):
+            left_cpu = self.limit_s - self.spent(full)
+            if left_cpu <= 0:
+                raise self.up("cpu")
+            now = time.monotonic()
+            if now >= self.cap_deadline or (now >= self.wall_deadline and b"R" not in self._states()):
+                if _ready(fd, write, 0):  # it answered just now and went back to waiting: not late
+                    return
+                raise self.up("wall")
+            until = self.wall_deadline if now < self.wall_deadline else min(now + _PAST_BACKSTOP_POLL_S,
+                                                                            self.cap_deadline)
+            wait_s, full = min(until - now, max(left_cpu, _MIN_SLICE_S)), True
+
+
+def _ready(fd: int, write: bool, wait_s: float) -> bool:
+    ready = select.select([] if write else [fd], [fd] if write else [], [], wait_s)
+    return bool(ready[0] or ready[1])
+
+
+def _read_exact_budget(fd: int, n: int, budget: _Budget) -> bytes:
     chunks = []
     got = 0
     while got < n:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise _Timeout
-        ready, _, _ = select.select([fd], [], [], remaining)
-        if not ready:
-            raise _Timeout
+        budget.wait(fd)
         chunk = os.read(fd, min(n - got, 1 << 20))
         if not chunk:
             raise EOFError
@@ -111,15 +236,10 @@ def _read_exact_deadline(fd: int, n: int, deadline: float) -> bytes:
     return b"".join(chunks)
 
 
-def _write_all_deadline(fd: int, data: bytes, deadline: float) -> None:
+def _write_all_budget(fd: int, data: bytes, budget: _Budget) -> None:
     view = memoryview(data)
     while view:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise _Timeout
-        _, ready, _ = select.select([], [fd], [], remaining)
-        if not ready:
-            raise _Timeout
+        budget.wait(fd, write=True)
         try:
             n = os.write(fd, view)
         except BlockingIOError:
@@ -478,16 +598,34 @@ class _CandidateGone(BaseException):
     """The candidate process is dead (crash, exit, kill, protocol violation); not catchable as Exception."""
 
 
-class _CandidateTimeout(BaseException):
-    pass
+class _TimeUp(BaseException):
+    """The run reached its limit; `clock` says which: "cpu" (the limit) or "wall" (the backstop)."""
+
+    def __init__(self, clock: str, message: str = "") -> None:
+        super().__init__(message or clock)
+        self.clock = clock
+
+
+class _CandidateTimeout(_TimeUp):
+    """Reached while waiting on the candidate."""
 
 
 class _CandidateExit(BaseException):
     """The candidate raised SystemExit/KeyboardInterrupt/GeneratorExit inside a call."""
 
 
-class _JudgeAlarm(BaseException):
-    pass
+class _JudgeAlarm(_TimeUp):
+    """Reached while the judge itself was busy (SIGPROF: its CPU; SIGALRM: the wall backstop)."""
+
+
+_REAP_WAIT_S = 5.0  # a candidate whose pipe hit EOF is exiting; a busy machine may take a while to show it
+
+
+_CLOCK_NAMES = {"cpu": "CPU-time limit", "wall": "wall-clock backstop"}
+
+
+def _limit_text(clock: str, job: dict) -> str:
+    return f"its {float(job['timeout_s' if clock == 'cpu' else 'wall_s']):.3g}s {_CLOCK_NAMES[clock]}"
 
 
 _EXC_CACHE = {}
@@ -519,13 +657,13 @@ def _candidate_exception(name: str, base_name: str, message: str) -> BaseExcepti
 class _Channel:
     """The judge's end of the call pipe; every answer is validated before anything uses it."""
 
-    def __init__(self, pid: int, req_w: int, rsp_r: int, deadline: float, max_value_bytes: int,
+    def __init__(self, pid: int, req_w: int, rsp_r: int, budget: _Budget, max_value_bytes: int,
                  reaper: Callable[[int, float], int | None]) -> None:
         self.pid = pid
         self.reaper = reaper  # the candidate is the template's child: the template reaps it
         self.req_w = req_w
         self.rsp_r = rsp_r
-        self.deadline = deadline
+        self.budget = budget
         self.max_value_bytes = max_value_bytes
         self.dead = None  # reason string once the candidate is gone
         self.status = None
@@ -539,12 +677,23 @@ class _Channel:
             self.status = self.reaper(self.pid, 2.0)
 
     def _gone(self, what: str) -> NoReturn:
+        # Read before the reap removes /proc/<pid>: a candidate killed by RLIMIT_CPU while the judge waited
+        # for its turn on a busy machine ran out of CPU time, it did not crash.
+        over = self.budget.spent(full=True) >= self.budget.limit_s
         _kill_pg(self.pid)
-        status = self.reaper(self.pid, 1.0)
+        status = self.reaper(self.pid, _REAP_WAIT_S)
         self.status = status
+        if over:
+            self.budget.up("cpu")
+            self.kill(f"{_CLOCK_NAMES['cpu']} reached {what}")
+            raise _CandidateTimeout("cpu", self.dead)
         detail = _describe_status(status) if status is not None else "stopped answering"
         self.kill(f"the solution process {detail} {what}")
         raise _CandidateGone(self.dead)
+
+    def _timed_out(self, e: _Timeout, what: str) -> NoReturn:
+        self.kill(f"{_CLOCK_NAMES[e.clock]} reached {what}")
+        raise _CandidateTimeout(e.clock, self.dead) from None
 
     def close(self) -> None:
         for fd in (self.req_w, self.rsp_r):
@@ -555,14 +704,13 @@ class _Channel:
 
     def recv(self, what: str) -> tuple:
         try:
-            n = int.from_bytes(_read_exact_deadline(self.rsp_r, 4, self.deadline), "big")
+            n = int.from_bytes(_read_exact_budget(self.rsp_r, 4, self.budget), "big")
             if n > self.max_value_bytes:
                 self.kill(f"the solution sent {n} bytes, over the {self.max_value_bytes} byte limit")
                 raise _CandidateGone(self.dead)
-            data = _read_exact_deadline(self.rsp_r, n, self.deadline)
-        except _Timeout:
-            self.kill(f"time limit reached {what}")
-            raise _CandidateTimeout(self.dead) from None
+            data = _read_exact_budget(self.rsp_r, n, self.budget)
+        except _Timeout as e:
+            self._timed_out(e, what)
         except EOFError:
             self._gone(what)
         try:
@@ -585,10 +733,9 @@ class _Channel:
                             f"crosses): {_short(e, 200)}") from None
         what = f"while running {name}(...)"
         try:
-            _write_all_deadline(self.req_w, len(payload).to_bytes(4, "big") + payload, self.deadline)
-        except _Timeout:
-            self.kill(f"time limit reached {what}")
-            raise _CandidateTimeout(self.dead) from None
+            _write_all_budget(self.req_w, len(payload).to_bytes(4, "big") + payload, self.budget)
+        except _Timeout as e:
+            self._timed_out(e, what)
         except OSError:
             self._gone(what)
         msg = self.recv(what)
@@ -744,9 +891,20 @@ class _MissingEntry:
         raise NameError(f"the solution does not define {self.name}")
 
 
+_JUDGE_TIMERS = (signal.SIGALRM, signal.SIGPROF)
+
+
+def _stop_judge_timers() -> None:
+    """Disarm before restoring the default handlers: SIGPROF's default action would end the worker."""
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.setitimer(signal.ITIMER_PROF, 0)
+    for sig in _JUDGE_TIMERS:
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def _judge(cfg: dict, job: dict, code: str, tests_blob: bytes, template: _Template, t0: float) -> dict:
     """Run one job: spawn the candidate through the template, then the tests against it; the verdict."""
-    deadline = t0 + float(job["timeout_s"])
+    budget = _Budget(float(job["timeout_s"]), float(job["wall_s"]), float(job["wall_cap_s"]), t0)
     req_r, req_w = os.pipe()
     rsp_r, rsp_w = os.pipe()
     try:
@@ -761,27 +919,47 @@ def _judge(cfg: dict, job: dict, code: str, tests_blob: bytes, template: _Templa
     tests = json.loads(tests_blob.decode("utf-8", "surrogatepass"))
     asserts = list(tests["asserts"])
     _T["forked"] = time.monotonic() - t0
-    chan = _Channel(pid, req_w, rsp_r, deadline, int(job["max_value_bytes"]), template.reap)
+    budget.pid = pid
+    chan = _Channel(pid, req_w, rsp_r, budget, int(job["max_value_bytes"]), template.reap)
     outcomes = [None] * len(asserts)
 
-    def on_alarm(signum: int, frame: object) -> NoReturn:
-        raise _JudgeAlarm("time limit reached")
+    def on_alarm(signum: int, frame: object) -> None:
+        # The channel's budget handles waits on the candidate; these timers bound the judge's own work (the
+        # tests' code, e.g. a comparison of huge values). SIGPROF: the judge alone used the CPU limit (by
+        # the itimer's tick-sampled count: re-armed until the run's exact total is over). SIGALRM: the
+        # wall backstop, while the judge is not waiting on the candidate.
+        if signum == signal.SIGPROF:
+            left = budget.limit_s - budget.spent()
+            if left > 0:
+                signal.setitimer(signal.ITIMER_PROF, max(left, _MIN_SLICE_S))
+                return
+            raise _JudgeAlarm(budget.up("cpu").clock)
+        now = time.monotonic()
+        if budget.waiting and now < budget.cap_deadline:
+            signal.setitimer(signal.ITIMER_REAL, budget.cap_deadline - now + 0.05)
+            return
+        budget.up("wall")
+        budget.note += "; while the tests' own code ran" if not budget.waiting else ""
+        raise _JudgeAlarm("wall")
 
-    signal.signal(signal.SIGALRM, on_alarm)
-    # The channel's own deadline handles waits on the candidate; the alarm (slightly later) is the backstop
-    # for the judge's own work, e.g. a comparison of huge values.
-    signal.setitimer(signal.ITIMER_REAL, max(deadline - time.monotonic(), 0.001) + 0.05)
+    for sig in _JUDGE_TIMERS:
+        signal.signal(sig, on_alarm)
+    signal.setitimer(signal.ITIMER_PROF, budget.limit_s)
+    signal.setitimer(signal.ITIMER_REAL, max(budget.wall_deadline - time.monotonic(), 0.001) + 0.05)
     try:
         try:
             status, message = _judge_run(job, tests, asserts, chan, outcomes)
-        except _JudgeAlarm:
-            status, message = "timeout", f"the run hit its {job['timeout_s']:.3g}s time limit"
+        except _JudgeAlarm as e:
+            status, message = "timeout", f"the run hit {_limit_text(e.clock, job)}"
         finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-    except _JudgeAlarm:  # fired between the inner handler and the timer reset
-        status, message = "timeout", f"the run hit its {job['timeout_s']:.3g}s time limit"
-    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+            _stop_judge_timers()
+    except _JudgeAlarm as e:  # fired between the inner handler and the timers' reset
+        status, message = "timeout", f"the run hit {_limit_text(e.clock, job)}"
+    if status == "timeout" and budget.note:
+        loaded = f"; loaded at {_T['loaded']:.2f}s" if "loaded" in _T else ""
+        message += f" ({budget.note}{loaded}; forked at {_T.get('forked', 0.0):.2f}s)"
     _T["judged"] = time.monotonic() - t0
+    budget.spent()  # a last look while the candidate is still there: its total goes into the verdict
     reason = chan.dead or ""
     chan.kill("run finished")
     chan.close()
@@ -794,7 +972,8 @@ def _judge(cfg: dict, job: dict, code: str, tests_blob: bytes, template: _Templa
         status = "passed"
     return {
         "status": status, "message": message, "passed": passed, "total": len(asserts),
-        "asserts": [list(o) for o in outcomes], "duration_s": time.monotonic() - t0,
+        "asserts": [list(o) for o in outcomes], "duration_s": time.monotonic() - t0, "cpu_s": budget.peak,
+        "clock": (budget.hit or "wall") if status == "timeout" else "",
         "stdout": _read_capped(os.path.join(cfg["io_dir"], "stdout"), int(job["max_output"])),
         "stderr": _read_capped(os.path.join(cfg["io_dir"], "stderr"), int(job["max_output"])),
         "timing": dict(_T),
@@ -805,11 +984,11 @@ def _judge_run(job: dict, tests: dict, asserts: list[str], chan: _Channel, outco
     """Load the solution, run the test setup, then each assert unit; returns (run status, message)."""
     try:
         hello = chan.recv("while loading the solution")
-    except _CandidateTimeout:
-        return "timeout", f"the solution did not finish loading within {job['timeout_s']:.3g}s"
+    except _CandidateTimeout as e:
+        return "timeout", f"the solution did not finish loading within {_limit_text(e.clock, job)}"
     except _CandidateGone:
         return "crashed", chan.dead + " while loading"
-    _T["loaded"] = time.monotonic() - chan.deadline + float(job["timeout_s"])
+    _T["loaded"] = time.monotonic() - chan.budget.t0
     if hello[0] == "load_error" and len(hello) == 4:
         chan.kill(f"the solution raised {hello[1]} at module level")
         return "load_error", (f"{hello[1]}: {hello[2]}" if hello[2] else str(hello[1]))
@@ -828,8 +1007,8 @@ def _judge_run(job: dict, tests: dict, asserts: list[str], chan: _Channel, outco
             message = f"the solution does not define {entry}"
     try:
         exec(compile(tests.get("setup", ""), "<tests setup>", "exec", dont_inherit=True), g)
-    except (_JudgeAlarm, _CandidateTimeout):
-        return "timeout", "time limit reached in the test setup"
+    except _TimeUp as e:
+        return "timeout", f"the test setup hit {_limit_text(e.clock, job)}"
     except _CandidateGone:
         return "crashed", chan.dead
     except BaseException as e:
@@ -844,10 +1023,10 @@ def _judge_run(job: dict, tests: dict, asserts: list[str], chan: _Channel, outco
             unit = compile(_instrument(ast.parse(src)), f"<assert {i}>", "exec", dont_inherit=True)
             exec(unit, g)
             outcomes[i] = ("passed", None, "")
-        except (_JudgeAlarm, _CandidateTimeout) as e:
+        except _TimeUp as e:
             chan.kill(str(e))
-            outcomes[i] = ("timeout", None, "time limit reached")
-            status, message = "timeout", f"the run hit its {job['timeout_s']:.3g}s time limit"
+            outcomes[i] = ("timeout", None, f"{_CLOCK_NAMES[e.clock]} reached")
+            status, message = "timeout", f"the run hit {_limit_text(e.clock, job)}"
         except _CandidateGone as e:
             outcomes[i] = ("error", "SolutionCrashed", str(e))
             status, message = "crashed", str(e)
@@ -887,12 +1066,17 @@ def _prepare_dirs(cfg: dict) -> None:
             os.chown(path, owner, owner)
 
 
+_LEFTOVER_WAIT_S = 5.0  # how long leftovers may take to die: a killed process only goes once it is scheduled
+
+
 def _kill_leftovers(cfg: dict, keep: tuple[int, ...] = ()) -> None:
-    """Kill whatever the run left behind (daemonised children, threads' processes, fork bombs)."""
+    """Kill whatever the run left behind (daemonised children, threads' processes, fork bombs), and wait
+    until they are gone (by time, not by a count of tries: a busy machine is slow to schedule the dying)."""
     me = os.getpid()
     spare = {1, me, *keep}
     if cfg.get("pid_ns"):
-        for _ in range(200):
+        end = time.monotonic() + _LEFTOVER_WAIT_S
+        while time.monotonic() < end:
             alive = []
             for entry in os.listdir("/proc"):
                 if not entry.isdigit() or int(entry) in spare:
@@ -926,7 +1110,8 @@ def _kill_leftovers(cfg: dict, keep: tuple[int, ...] = ()) -> None:
                     os.kill(-1, signal.SIGKILL)  # returns 0 even when nothing was there: verify below
                 except OSError:
                     pass
-            for _ in range(100):
+            end = time.monotonic() + _LEFTOVER_WAIT_S
+            while time.monotonic() < end:
                 alive = [p for p in _live_pids() if p[1] == uid and p[0] != os.getpid()]
                 if not alive:
                     break
@@ -938,7 +1123,7 @@ def _kill_leftovers(cfg: dict, keep: tuple[int, ...] = ()) -> None:
                 time.sleep(0.001)
         finally:
             os._exit(0)
-    _reap(pid, 5.0)
+    _reap(pid, _LEFTOVER_WAIT_S + 1.0)
 
 
 def _live_pids() -> list[tuple[int, int]]:
@@ -1042,16 +1227,16 @@ class _Template:
                     pass
 
     def _ask(self, obj: dict, fds: tuple[int, ...] = (), extra: bytes = b"") -> dict:
-        # The judge's time-limit alarm must not cut an exchange in half (the next answer would be read
+        # The judge's time-limit timers must not cut an exchange in half (the next answer would be read
         # as this one's): it is held back until the exchange is complete.
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+        signal.pthread_sigmask(signal.SIG_BLOCK, set(_JUDGE_TIMERS))
         try:
             _send_msg(self.sock, obj, fds, extra)
             return _recv_msg(self.sock)[0]
         except (OSError, EOFError, ValueError) as e:
             raise _TemplateDied(f"{type(e).__name__}: {e}") from None
         finally:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGALRM})
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, set(_JUDGE_TIMERS))
 
     def spawn(self, job: dict, code: str, req_r: int, rsp_w: int) -> int:
         data = code.encode("utf-8", "surrogatepass")
@@ -1101,8 +1286,7 @@ def _run_job(cfg: dict, job: dict, code: str, tests_blob: bytes, template: _Temp
     except BaseException as e:
         result = {"status": "sandbox_error", "message": f"judge failed: {type(e).__name__}: {_short(e)}"}
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        _stop_judge_timers()
         _restore_judge_state()
     _kill_leftovers(cfg, (template.pid,))
     shutil.rmtree(cfg["scratch"], ignore_errors=True)

@@ -38,9 +38,13 @@ logger = logging.getLogger("sandbox")
 
 LEVELS = ("bwrap", "unshare", "subprocess")
 WORKER_SOURCE_PATH = Path(__file__).with_name("_worker.py")
-CACHE_VERSION = "2"  # bumped when a verdict for the same job can change
+CACHE_VERSION = "3"  # bumped when a verdict for the same job can change
+# `timeout_s` limits the run's CPU time (load stretches the wall clock, not CPU time). The wall clock only ends
+# runs that sleep or block, at WALL_BACKSTOP_FACTOR x the limit; one still runnable there (waiting for a CPU)
+# goes on, up to WALL_CAP_PER_BACKSTOP x the backstop. A verdict reached on the wall clock is not cached.
+WALL_BACKSTOP_FACTOR, WALL_CAP_PER_BACKSTOP = 5.0, 4.0
 _WORKER_START_TIMEOUT_S = 30.0
-_RESULT_GRACE_S = 5.0  # parent waits this long past the run's limit before declaring the worker dead
+_RESULT_GRACE_S = 15.0  # past the wall-clock cap, before the parent declares the worker dead (covers cleanup)
 _MAX_JOBS_PER_WORKER = 20_000  # then the worker is replaced (~0.3 s), bounding what the judge accumulates
 _MASKED = ("/root", "/home", "/work", "/mnt", "/media", "/srv", "/run", "/var/tmp", "/opt", "/var/lib",
            "/var/log", "/var/cache", "/var/mail", "/var/spool", "/boot", "/lost+found")
@@ -325,17 +329,20 @@ def syntax_error_of(code: str) -> SyntaxErrorInfo | None:
 class Sandbox:
     """Pool of isolated workers with batch submission and a content-addressed result cache.
 
-    `workers` None/0 = one per usable core. `timeout_s` bounds each whole run (load + all asserts),
-    `memory_mb` its address space. Thread-safe: several threads may call `run`/`run_many` at once.
+    `workers` None/0 = one per usable core. `timeout_s` bounds the CPU time of each whole run (load + all
+    asserts); the wall clock ends a sleeping run at `wall_backstop_factor` x that (see WALL_BACKSTOP_FACTOR).
+    `memory_mb` bounds its address space. Thread-safe: several threads may call `run`/`run_many` at once.
     """
 
     def __init__(self, workers: int | None = None, timeout_s: float = 5.0, memory_mb: int = 512,
                  isolation: str = "auto", cache: bool = True, *, python: str | None = None, nproc: int = 32,
                  nofile: int = 64, fsize_mb: int = 16, max_output_bytes: int = 64 * 1024,
                  max_value_mb: int = 16, tmpfs_mb: int = 128, uid_base: int = 65000,
-                 cache_size: int = 100_000) -> None:
+                 cache_size: int = 100_000, wall_backstop_factor: float = WALL_BACKSTOP_FACTOR) -> None:
         if timeout_s <= 0:
             raise ValueError("timeout_s must be > 0")
+        if wall_backstop_factor < 1:
+            raise ValueError("wall_backstop_factor must be >= 1")
         if memory_mb < 64:
             raise ValueError("memory_mb must be >= 64")
         n = workers or len(os.sched_getaffinity(0)) or 1
@@ -344,7 +351,9 @@ class Sandbox:
         self.python = pick_python(python)
         self._level = detect_isolation(isolation, self.python)
         self._limits = {
-            "timeout_s": self.timeout_s, "memory_mb": self.memory_mb, "nproc": int(nproc), "nofile": int(nofile),
+            "timeout_s": self.timeout_s, "wall_s": self.timeout_s * wall_backstop_factor,
+            "wall_cap_s": self.timeout_s * wall_backstop_factor * WALL_CAP_PER_BACKSTOP,
+            "memory_mb": self.memory_mb, "nproc": int(nproc), "nofile": int(nofile),
             "fsize_bytes": int(fsize_mb) << 20, "max_output": int(max_output_bytes),
             "max_value_bytes": int(max_value_mb) << 20,
         }
@@ -409,7 +418,7 @@ class Sandbox:
             out[first] = result
             for j in rest:
                 out[j] = replace(result, cached=True)
-            if self.cache_enabled and result.status != "sandbox_error":
+            if self.cache_enabled and result.about_the_code:
                 with self._cache_lock:
                     self._cache[key] = result
                     while len(self._cache) > self._cache_size:
@@ -451,16 +460,16 @@ class Sandbox:
         worker = self._free.get()
         try:
             try:
-                raw = worker.run(frames, self.timeout_s + _RESULT_GRACE_S)
+                raw = worker.run(frames, self._limits["wall_cap_s"] + _RESULT_GRACE_S)
             except _WorkerDied as e:
                 if not e.retry:
                     raise
-                raw = worker.run(frames, self.timeout_s + _RESULT_GRACE_S)
+                raw = worker.run(frames, self._limits["wall_cap_s"] + _RESULT_GRACE_S)
         except (_WorkerDied, SandboxUnavailable) as e:
             with self._cache_lock:
                 self.stats["worker_restarts"] += 1
             timed_out = str(e) == "timeout"
-            raw = {"status": "timeout" if timed_out else "sandbox_error",
+            raw = {"status": "timeout" if timed_out else "sandbox_error", "clock": "wall",
                    "message": "the sandbox worker stopped answering" if timed_out else str(e)}
         finally:
             self._free.put(worker)
@@ -482,5 +491,8 @@ class Sandbox:
         passed = sum(a.status == "passed" for a in asserts)
         if status == "passed" and passed != len(asserts):
             status = "failed"
+        clock = ("cpu" if raw.get("clock") == "cpu" else "wall") if status == "timeout" else ""
+        cpu_s = round(float(raw["cpu_s"]), 6) if isinstance(raw.get("cpu_s"), (int, float)) else 0.0
         return ExecResult(status, asserts, passed, len(asserts), round(duration, 6), self._level,
-                          str(raw.get("stdout", "")), str(raw.get("stderr", "")), None, message)
+                          str(raw.get("stdout", "")), str(raw.get("stderr", "")), None, message,
+                          timeout_clock=clock, cpu_s=cpu_s)

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 ASSERT_STATUSES = ("passed", "failed", "error", "timeout", "not_run")
-# passed: every assert passed; failed: ran, some assert did not pass; timeout: wall clock hit; crashed: the
-# candidate process died; load_error: module-level code raised; syntax_error: never ran; test_error: the
-# tests' own setup raised; sandbox_error: the infrastructure failed (worker died, protocol broken).
+# passed: every assert passed; failed: ran, some assert did not pass; timeout: the CPU-time limit or the
+# wall-clock backstop was reached (`ExecResult.timeout_clock` says which); crashed: the candidate process
+# died; load_error: module-level code raised; syntax_error: never ran; test_error: the tests' own setup
+# raised; sandbox_error: the infrastructure failed (worker died, protocol broken).
 RUN_STATUSES = ("passed", "failed", "timeout", "crashed", "load_error", "syntax_error", "test_error",
                 "sandbox_error")
 
@@ -54,11 +55,19 @@ class ExecResult:
     syntax_error: SyntaxErrorInfo | None = None
     message: str = ""  # run-level explanation (load error, crash signal, timeout, ...)
     cached: bool = False
+    timeout_clock: str = ""  # for a timeout: "cpu" (the limit, a property of the code) or "wall" (the backstop)
+    cpu_s: float = 0.0  # CPU seconds the run used, as counted against the limit (0 when it never ran)
 
     @property
     def all_passed(self) -> bool:
         """True only when there was at least one assert and every one of them passed."""
         return self.total > 0 and self.passed == self.total
+
+    @property
+    def about_the_code(self) -> bool:
+        """False for infrastructure failures and wall-clock timeouts, which say more about the machine than
+        about the code: the sandbox does not cache them."""
+        return self.status != "sandbox_error" and not (self.status == "timeout" and self.timeout_clock != "cpu")
 
     @property
     def fraction(self) -> float:
