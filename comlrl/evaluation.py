@@ -36,6 +36,7 @@ from comlrl.turn_metrics import turn_means, turn_sums
 
 SETS = ("heldout", "probe")
 PREFIX = {"heldout": "eval/", "probe": "eval/probe/"}
+LABELS = {"heldout": "held-out", "probe": "probe"}  # what the progress bar and prompt-cut lines call a set
 # per-problem score -> the metric whose paired difference is logged (greedy keeps its historical name)
 PAIRED = {"sampled_pass": "sampled/pass_at_1", "sampled_reward": "sampled/reward_mean", "greedy_pass": "pass_at_1"}
 
@@ -129,11 +130,11 @@ class Evaluator:
         m = self.c.cfg.magrpo
         if greedy:
             shape = TreeShape(m.num_agents, 1, m.num_turns, "align", None)
-            return Rollout(self.c, problems, greedy=True, label=f"eval {name} greedy").run(shape, tag="eval.g.")
+            return Rollout(self.c, problems, greedy=True, label=f"{LABELS[name]} evaluation").run(shape, tag="eval.g.")
         torch.manual_seed(self.c.cfg.evaluation.seed + 7919 * self.c.accelerator.process_index)
         # k samples of each turn-1 prompt, then one per chain: k chains per problem sharing their first prompt
         shape = TreeShape(m.num_agents, samples, m.num_turns, "align", None, later_generations=1)
-        return Rollout(self.c, problems, label=f"eval {name} sampled").run(shape, tag="eval.s.")
+        return Rollout(self.c, problems, label=f"{LABELS[name]} evaluation (sampled)").run(shape, tag="eval.s.")
 
     def _score_set(self, name: str) -> tuple[dict[str, float], list[ProblemScore]]:
         """This rank's share of one set: summed turn metrics (greedy and sampled) and per-problem scores."""

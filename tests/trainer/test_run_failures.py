@@ -55,7 +55,7 @@ def test_a_run_that_fails_before_its_first_step_leaves_nothing_that_blocks_a_rer
     run.mkdir()
     (run / "notes.txt").write_text("the user's own file")
     args = [*ARGS, "training.steps=1", f"training.output_dir={run}"]
-    plugin_path = os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])
+    plugin_path = os.pathsep.join([str(HERE), env()["PYTHONPATH"]])  # the helpers' path holds reward_fns too
     bad = train([*args, "plugins=[failing_reward]", "task.reward=fails"], extra_env={"PYTHONPATH": plugin_path})
     assert bad.returncode != 0 and "the failing_reward plugin failed on purpose" in bad.stderr
     assert sorted(p.name for p in run.iterdir()) == ["notes.txt"]  # what was there before, nothing more

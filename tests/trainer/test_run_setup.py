@@ -99,7 +99,7 @@ def test_wandb_offline_run_writes_its_files(tmp_path, tiny_model):
     assert list((run / "tensorboard").glob("events.*"))  # the other outputs are all still there
     assert [r["step"] for r in metrics(run)] == [0, 1]
     [done] = [line for line in res.stdout.splitlines() if line.startswith("done: ")]  # the report follows it
-    assert done.endswith("(metrics.jsonl, trees.jsonl, tensorboard, wandb, checkpoints, final)")
+    assert done.endswith("(metrics.jsonl, trees.jsonl, eval.jsonl, tensorboard, wandb, checkpoints, final)")
     assert not os.environ.get("WANDB_API_KEY") or os.environ["WANDB_API_KEY"] not in res.stderr
 
 
@@ -125,7 +125,7 @@ def test_prompt_cuts_are_one_line_per_step_and_per_evaluation(tmp_path, tiny_mod
     and per evaluation (8: 2 problems x 2 agents x 2 turns), not one per prompt."""
     run = tmp_path / "run"
     res = train(["--config", "configs/align_T2_G4.yaml", *TINY, "training.steps=2", "model.max_prompt_tokens=16",
-                 f"training.output_dir={run}"])
+                 "evaluation.samples=0", "evaluation.probe_problems=0", f"training.output_dir={run}"])
     assert res.returncode == 0, res.stderr[-3000:]
     lines = [line.split(": ", 1)[1] for line in res.stderr.splitlines() if "max_prompt_tokens" in line]
     assert [line.split(": ")[0] for line in lines] == ["held-out evaluation", "step 1", "step 2", "held-out evaluation"]
