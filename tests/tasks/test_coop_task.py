@@ -12,6 +12,7 @@ from comlrl.contracts import Continuation
 from comlrl.feedback_bridge import FeedbackBridge
 from comlrl.tasks import TASKS, CodeCollabTask, CodeCoopTask, build_task
 from comlrl.tasks.code.common import SYSTEM_PROMPT
+from comlrl.tasks.code.coop import HELPER_DEMOS, MAIN_DEMOS
 from comlrl.tasks.code.coop_problems import CoopProblem, generate_coop_problems
 from comlrl.tasks.datasets import DatasetError, split_problems
 from comlrl.tree import Node
@@ -63,7 +64,7 @@ def test_code_coop_is_registered_with_code_collab_roles_and_outcomes() -> None:
 
 def test_the_helper_sees_the_rule_and_the_main_agent_only_what_aux_returns() -> None:
     task = CodeCoopTask()
-    helper, main = (m[1]["content"] for m in task.initial_messages(AFFINE))
+    helper, main = (m[-1]["content"] for m in task.initial_messages(AFFINE))
     assert [m[0]["content"] for m in task.initial_messages(AFFINE)] == [SYSTEM_PROMPT, SYSTEM_PROMPT]
     assert f"```python\n{AFFINE.helper_prompt.strip()}\n```" in helper and RULE in helper
     assert AFFINE.entry_point not in helper and helper.endswith("Write `aux`.")
@@ -74,6 +75,47 @@ def test_the_helper_sees_the_rule_and_the_main_agent_only_what_aux_returns() -> 
     assert task.answer_prefix(1, AFFINE) == f"```python\ndef {AFFINE.entry_point}("
     assert task.problem_statement(0, AFFINE) == AFFINE.helper_prompt
     assert task.problem_statement(1, AFFINE) == AFFINE.prompt
+
+
+def test_each_agent_sees_the_same_worked_examples_before_every_problem() -> None:
+    """A few-shot chat: system, k (user, assistant) examples in the task's own format, then the problem; the
+    same examples for every problem (a shared prefix the engine caches), none of them the generator's rules."""
+    task = CodeCoopTask()
+    first, other = task.initial_messages(AFFINE), task.initial_messages(LOOKUP)
+    for agent, demos in ((0, HELPER_DEMOS), (1, MAIN_DEMOS)):
+        msgs = first[agent]
+        assert [m["role"] for m in msgs] == ["system"] + ["user", "assistant"] * len(demos) + ["user"]
+        assert msgs[:-1] == other[agent][:-1] and msgs[-1] != other[agent][-1]
+        for user, answer in zip(msgs[1:-1:2], msgs[2:-1:2], strict=True):
+            assert user["content"].startswith("Problem:\n```python\ndef ")
+            assert task.role_instructions(agent) in user["content"]
+            assert answer["content"].startswith("```python\ndef ") and answer["content"].endswith("\n```")
+            assert '"""' not in answer["content"]  # the answer is code only, as the answer prefix starts it
+    helpers = [task.demonstrations(0)[i]["content"] for i in (1, 3)]
+    mains = [task.demonstrations(1)[i]["content"] for i in (1, 3, 5)]
+    assert all(h.startswith("```python\ndef aux(") for h in helpers)
+    assert all("aux(" in m and "def aux" not in m for m in mains)
+    generated = {p.helper_prompt.split('"""')[1] for p in generate_coop_problems(400, 0)}
+    assert not generated & {stub.split('"""')[1] for stub, _ in HELPER_DEMOS}
+
+
+def test_the_worked_examples_are_right() -> None:
+    """Each example answer does what its problem says (run here: our own constant source, not model output)."""
+    task = CodeCoopTask()
+
+    def define(answer: str, **names: object) -> dict:
+        namespace: dict = dict(names)
+        exec(answer.removeprefix("```python\n").removesuffix("```"), namespace)  # noqa: S102 - our constants
+        return namespace
+
+    odd = define(task.demonstrations(0)[1]["content"])["aux"]
+    cost = define(task.demonstrations(0)[3]["content"])["aux"]
+    assert [odd(x) for x in (0, 1, 2, 7)] == [False, True, False, True] and cost("abcd") == 12
+    total, count, keep = (define(task.demonstrations(1)[i]["content"], aux=f)
+                          for i, f in ((1, cost), (3, odd), (5, lambda x: x % 2 == 0)))
+    assert total["total_cost"](["ab", "c"]) == 9 and total["total_cost"]([]) == 0
+    assert count["count_odd"]([1, 2, 3, 5]) == 3 and count["count_odd"]([]) == 0
+    assert keep["keep_even"]([1, 2, 4, 5]) == [2, 4]
 
 
 def test_later_turns_keep_the_rule_with_the_helper_only(sandbox) -> None:  # noqa: ANN001
@@ -182,11 +224,11 @@ def test_coop_and_other_data_sets_do_not_mix() -> None:
 def test_the_shipped_config_loads() -> None:
     cfg = load_config(ROOT / "configs" / "coop_T1_G8.yaml")
     assert (cfg.task.name, cfg.dataset.name, cfg.dataset.eval_size, cfg.dataset.max_problems) == ("code_coop", "coop",
-                                                                                                  64, None)
+                                                                                                  48, None)
     m = cfg.magrpo
     assert (m.num_agents, m.num_turns, m.num_generations, m.joint_mode, m.learning_rate) == (2, 1, 8, "align", 1e-3)
     assert (cfg.model.name, cfg.agents.mode, cfg.rollout.engine) == ("smollm2-135m-instruct", "lora", "vllm")
     t = cfg.training
     assert (t.steps, t.trees_per_step, t.output_dir) == (12, 4, "runs/coop_T1_G8")
     train, evals = build_task(cfg.task, None).load(cfg.dataset)
-    assert (len(train), len(evals)) == (336, 64)
+    assert (len(train), len(evals)) == (352, 48)

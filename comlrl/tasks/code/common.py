@@ -104,15 +104,15 @@ class CodeTask(Task):
         return [
             [
                 {"role": "system", "content": SYSTEM_PROMPT},
-                {
-                    "role": "user",
-                    "content": f"{problem_text(self.problem_statement(agent, problem))}\n\n"
-                    f"{self.role_instructions(agent)}\n"
-                    f"{self.target_line(agent, problem)}",
-                },
+                {"role": "user", "content": self.first_request(agent, self.problem_statement(agent, problem),
+                                                               self.target_line(agent, problem))},
             ]
             for agent in range(self.num_agents)
         ]
+
+    def first_request(self, agent: int, statement: str, target: str) -> str:
+        """An agent's turn-1 user message: the problem's code, its role, then what exactly to write."""
+        return f"{problem_text(statement)}\n\n{self.role_instructions(agent)}\n{target}"
 
     def answer_prefix(self, agent: int, problem: Problem) -> str:
         """A code block that starts the function this agent must define."""

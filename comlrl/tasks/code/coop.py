@@ -30,6 +30,34 @@ MAIN_REVISE_INSTRUCTIONS = MAIN_ROLE + (" Your teammate's `aux` is shown below: 
                                         "Do not define `aux` yourself.")
 
 
+# Worked examples shown to each agent before its problem, as earlier chat turns in the task's own format
+# (statement, what to write, the answer): a few-shot prompt. Without them the untrained embedded model
+# passed with the helper in 0 of 128 sampled joint actions; with them in 5 of 128 (docs/results.md), the
+# positive examples RL amplifies. Their rules and combinations are none of the generator's.
+HELPER_DEMOS = (
+    ('def aux(x: int) -> bool:\n    """Return whether x is odd: x % 2 == 1."""\n', "    return x % 2 == 1\n"),
+    ('def aux(word: str) -> int:\n    """Return the cost of word: len(word) * 3."""\n', "    return len(word) * 3\n"),
+)
+MAIN_DEMOS = (
+    ("total_cost", "words: list[str]", "int", "Return the total cost of the words in words: the sum of aux(word) "
+     "for each word (0 for an empty list).", "word: str", "int", "the cost of one word",
+     "return sum(aux(word) for word in words)"),
+    ("count_odd", "xs: list[int]", "int", "Return how many x in xs are odd, that is aux(x) is True (0 for an "
+     "empty list).", "x: int", "bool", "whether one number is odd", "return sum(1 for x in xs if aux(x))"),
+    ("keep_even", "xs: list[int]", "list[int]", "Return a list of each x in xs that is even, that is aux(x) is "
+     "True, in order.", "x: int", "bool", "whether one number is even", "return [x for x in xs if aux(x)]"),
+)
+
+
+def _main_demo(entry: str, params: str, result: str, doc: str, arg: str, out: str, returns: str,
+               body: str) -> tuple[str, str, str]:
+    """(statement, target line, answer) of a main-agent example, laid out as the generator lays out its stubs."""
+    header = f"def {entry}({params}) -> {result}:"
+    statement = (f'{header}\n    """{doc}\n    Your teammate writes `aux({arg}) -> {out}`, which returns '
+                 f'{returns}.\n    """\n')
+    return statement, f"Write `{entry}` and call `aux` in it.", f"```python\n{header}\n    {body}\n```"
+
+
 class CodeCoopTask(CodeCollabTask):
     """N=2 on generated problems whose helper holds part of the specification (see the module docstring)."""
 
@@ -42,6 +70,22 @@ class CodeCoopTask(CodeCollabTask):
 
     def revise_instructions(self, agent: int) -> str:
         return MAIN_REVISE_INSTRUCTIONS if agent == 1 else self.role_instructions(agent)
+
+    def initial_messages(self, problem: CoopProblem) -> list[list[dict[str, str]]]:
+        """code_collab's messages with each agent's worked examples between the system prompt and the problem."""
+        return [[msgs[0], *self.demonstrations(agent), *msgs[1:]]
+                for agent, msgs in enumerate(super().initial_messages(problem))]
+
+    def demonstrations(self, agent: int) -> list[dict[str, str]]:
+        """Agent `agent`'s worked examples as user/assistant turns (`HELPER_DEMOS`, `MAIN_DEMOS`)."""
+        if agent == 0:
+            shots = [(stub, self.target_line(0, None), "```python\n" + stub.split("\n")[0] + "\n" + body + "```")
+                     for stub, body in HELPER_DEMOS]
+        else:
+            shots = [_main_demo(*demo) for demo in MAIN_DEMOS]
+        return [turn for statement, target, answer in shots
+                for turn in ({"role": "user", "content": self.first_request(agent, statement, target)},
+                             {"role": "assistant", "content": answer})]
 
     def problem_statement(self, agent: int, problem: CoopProblem) -> str:
         """The helper sees aux's stub with the rule, the main agent its own stub (never the rule)."""
