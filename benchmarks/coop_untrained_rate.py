@@ -27,14 +27,13 @@ def main() -> None:
     from comlrl.components import build
     from comlrl.config import load_config
     from comlrl.rollout import TreeShape
-    from comlrl.rollout_driver import Rollout
 
     cfg = load_config("configs/coop_T1_G8.yaml", ["training.output_dir=/tmp/coop_rate", *args.overrides])
     comp = build(cfg, for_training=False)
     try:
         torch.manual_seed(1)
         t0 = time.perf_counter()
-        roots = Rollout(comp, comp.eval[: args.problems]).run(TreeShape(2, args.samples, 1, "align", None), tag="r")
+        roots = comp.rollout(comp.eval[: args.problems]).run(TreeShape(2, args.samples, 1, "align", None), tag="r")
         details = [d for root in roots for d in root.details]
         counts = [comp.task.outcome_counts(d) for d in details]
         print(f"{len(details)} joint actions in {time.perf_counter() - t0:.0f} s: "

@@ -38,12 +38,11 @@ def rollout_once(comp, engine, problems, shape, seed: int, depth_first: bool = F
     import torch
 
     from comlrl.advantages import assign_advantages
-    from comlrl.rollout_driver import Rollout
     from comlrl.tree import backup_returns
 
     comp.engine = engine
     torch.manual_seed(seed)
-    rollout = Rollout(comp, problems)
+    rollout = comp.rollout(problems)
     t0 = time.perf_counter()
     roots = expand_depth_first(rollout, shape) if depth_first else rollout.run(shape, tag="b")
     wall = time.perf_counter() - t0

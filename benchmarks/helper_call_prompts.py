@@ -97,7 +97,6 @@ def main() -> None:
     from comlrl.components import build
     from comlrl.config import load_config
     from comlrl.rollout import TreeShape
-    from comlrl.rollout_driver import Rollout
     from comlrl.tasks.code.collab import CodeCollabTask
 
     cfg = load_config(str(ROOT / "configs" / "learn_easy.yaml"), [])
@@ -108,7 +107,7 @@ def main() -> None:
         for name in args.variants:
             task = variant_task(CodeCollabTask, name)(comp.sandbox)
             start = time.perf_counter()
-            roots = Rollout(dataclasses.replace(comp, task=task), problems).run(
+            roots = dataclasses.replace(comp, task=task).rollout(problems).run(
                 TreeShape(2, args.samples, 1, "align", None), tag=name)
             rewards = [r for root in roots for r in root.details]
             row = {"variant": name, "joint_actions": len(rewards),

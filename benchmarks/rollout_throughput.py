@@ -3,7 +3,7 @@
 The depth-first baseline is the method of the CoMLRL reference implementation: it visits one node at a
 time and calls `generate` once per agent with batch G, scores that node's joint actions, builds its
 children's prompts and descends into each child before the next sibling. Both expanders drive the SAME
-`comlrl.rollout_driver.Rollout` callables (the same AgentPolicies with LoRA adapters, task scoring in the
+`comlrl.rollout.Rollout` callables (the same AgentPolicies with LoRA adapters, task scoring in the
 sandbox, feedback prompts), so only the expansion order and the batching differ. Same problems and seeds
 for both; rounds alternate which one goes first; the ratio is the median of the per-round ratios of
 generated tokens per second of rollout time (generation + scoring + feedback). Rollout time is counted as
@@ -36,15 +36,16 @@ def expand_depth_first(rollout, shape) -> list:
     from comlrl.tree import Node, joint_actions, should_terminate
 
     actions = joint_actions(shape.num_agents, shape.num_generations, shape.joint_mode)
-    rollout.roots = make_roots([rollout.initial_messages(p) for p in rollout.problems], "df")
+    roots = make_roots([rollout.initial_messages(p) for p in rollout.problems], "df")
 
     def visit(node: Node) -> None:
         node.completions = [rollout.generate([(a, node.messages[a])], shape.num_generations)[0]
                             for a in range(shape.num_agents)]
         node.joint = list(actions)
         scored = rollout.score([(node, act) for act in actions])
-        node.rewards = [float(r) for r, _ in scored]
-        node.details = [d for _, d in scored]
+        node.rewards = [float(s.reward) for s in scored]
+        node.details = [s.detail for s in scored]
+        node.next_states = [s.next_state for s in scored]
         if node.turn == shape.num_turns:
             return
         node.terminated = should_terminate(node.rewards, shape.threshold)
@@ -53,23 +54,22 @@ def expand_depth_first(rollout, shape) -> list:
         pairs = [(node, j) for j in range(len(actions))]
         for (_, j), msgs in zip(pairs, rollout.next_messages(pairs), strict=True):
             node.children[j] = Node(id=node.child_id(j), turn=node.turn + 1, root=node.root, messages=msgs,
-                                    parent=node.id, parent_action=j)
+                                    parent=node, parent_action=j, state=node.next_states[j])
         for j in sorted(node.children):
             visit(node.children[j])
 
-    for root in rollout.roots:
+    for root in roots:
         visit(root)
-    return rollout.roots
+    return roots
 
 
 def run_once(comp, problems, shape, impl: str, seed: int) -> dict:
     import torch
 
-    from comlrl.rollout_driver import Rollout
     from comlrl.tree import TreeStats
 
     torch.manual_seed(seed)
-    rollout = Rollout(comp, problems)
+    rollout = comp.rollout(problems)
     t0, c0 = time.perf_counter(), time.process_time()
     roots = rollout.run(shape, tag="ls") if impl == "level_sync" else expand_depth_first(rollout, shape)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0

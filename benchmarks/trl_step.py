@@ -61,7 +61,6 @@ def main() -> None:
     from comlrl.config import load_config
     from comlrl.models import load_model
     from comlrl.problem_draw import step_problems
-    from comlrl.rollout_driver import Rollout
     from comlrl.trainer import build, training_step
 
     t_start = time.perf_counter()
@@ -93,7 +92,7 @@ def main() -> None:
     by_id = {p.task_id: p for p in comp.train}
     # TRL re-templates chat prompts with a generation prompt, which would drop comlrl's answer prefix (the
     # open "```python\ndef <entry_point>(" assistant turn), so it gets the very prompt text comlrl generates from
-    rollout = Rollout(comp, comp.train)
+    rollout = comp.rollout(comp.train)
     first = {p.task_id: rollout.initial_messages(p)[0] for p in comp.train}
     prefix = {t: m[-1]["content"] for t, m in first.items()}
     rows = [{"prompt": tok.decode(pol.prompt_ids(0, first[p.task_id])[0]), "task_id": p.task_id}

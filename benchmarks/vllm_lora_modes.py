@@ -45,7 +45,6 @@ def main() -> None:
     from comlrl.components import build
     from comlrl.config import VLLMSettings, load_config
     from comlrl.engines.vllm_engine import VLLMEngine
-    from comlrl.rollout_driver import Rollout
 
     cfg = load_config(ROOT / "configs" / "align_T2_G4.yaml", [
         f"model.name={args.model}", f"model.max_new_tokens={args.length}", "logging.progress_bar=false",
@@ -57,7 +56,7 @@ def main() -> None:
         for n, p in pol.module.named_parameters():
             if "lora_B" in n:
                 p.copy_(torch.randn(p.shape, generator=gen) * 0.02)
-    rollout = Rollout(comp, comp.train[:args.problems])
+    rollout = comp.rollout(comp.train[:args.problems])
     requests = [(a, msgs) for p in comp.train[:args.problems]
                 for a, msgs in enumerate(rollout.initial_messages(p))]
     prompts = [pol.prompt_ids(a, m)[0] for a, m in requests]

@@ -18,6 +18,7 @@ import torch
 from comlrl.config import RunConfig, validate_threshold
 from comlrl.contracts import Task
 from comlrl.distributed import make_accelerator, uses_deepspeed
+from comlrl.rollout import Rollout
 
 
 @dataclass
@@ -39,6 +40,11 @@ class Components:
     counters: dict[str, float] = field(default_factory=dict)
     # what the run is doing now ("rollout turn 1/2: generating", "update"): the trainer shows it
     phase: Callable[[str], None] = field(default=lambda text: None)
+
+    def rollout(self, problems: list, *, greedy: bool = False, label: str = "rollout") -> Rollout:
+        """A rollout of `problems` by this run's engine, task and next-turn transition."""
+        return Rollout(self.task, self.task.transition(self.feedback), self.engine, problems, greedy=greedy,
+                       label=label, phase=self.phase, on_done=self.policies.report_truncations)
 
 
 # magrpo.lr_schedule -> transformers' scheduler name (each with magrpo.warmup_steps of linear warm-up from 0)

@@ -98,6 +98,7 @@ class Task(ABC):
     stop_strings: tuple[str, ...] = ()  # generation of a row ends after one of these (e.g. a closing fence)
     head_messages: int | None = None  # leading messages a history cut keeps (None: system + first user)
     outcome_names: tuple[str, ...] = ()  # the keys of `outcome_counts`
+    headline_outcome: tuple[str, str] | None = None  # (label, outcome name) the progress bar shows per step
     reward_terms: Any = None  # comlrl.reward_funcs.RewardTerms of task.reward_funcs (set by build_task)
 
     @classmethod

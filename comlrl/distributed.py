@@ -48,14 +48,12 @@ def uses_deepspeed(accelerator: Accelerator) -> bool:
     return accelerator.state.deepspeed_plugin is not None
 
 
-def reduce_sums(accelerator: Accelerator, values: dict[str, float]) -> dict[str, float]:
-    """Sum scalar values over ranks (every rank must pass the same keys in the same order)."""
+def sum_over_ranks(accelerator: Accelerator, values: list[float]) -> list[float]:
+    """Each position summed over ranks (every rank passes as many values, in the same order)."""
     if accelerator.num_processes == 1:
-        return dict(values)
-    keys = sorted(values)
-    t = torch.tensor([float(values[k]) for k in keys], dtype=torch.float64, device=accelerator.device)
-    t = accelerator.reduce(t, reduction="sum")
-    return {k: float(v) for k, v in zip(keys, t.tolist(), strict=True)}
+        return list(values)
+    t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=accelerator.device)
+    return [float(v) for v in accelerator.reduce(t, reduction="sum").tolist()]
 
 
 def max_over_ranks(accelerator: Accelerator, value: int) -> int:

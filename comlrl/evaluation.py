@@ -26,19 +26,26 @@ from accelerate.utils import gather_object
 
 from comlrl.components import Components
 from comlrl.contracts import Problem
-from comlrl.distributed import reduce_sums
+from comlrl.distributed import sum_over_ranks
+from comlrl.metrics import Sums, TurnSums, turn_means, turn_sums
 from comlrl.paired import pair_by_key, paired_difference
 from comlrl.problem_draw import probe_indices
 from comlrl.rollout import TreeShape
-from comlrl.rollout_driver import Rollout
 from comlrl.tree import Node
-from comlrl.turn_metrics import turn_means, turn_sums
 
 SETS = ("heldout", "probe")
 PREFIX = {"heldout": "eval/", "probe": "eval/probe/"}
 LABELS = {"heldout": "held-out", "probe": "probe"}  # what the progress bar and prompt-cut lines call a set
 # per-problem score -> the metric whose paired difference is logged (greedy keeps its historical name)
 PAIRED = {"sampled_pass": "sampled/pass_at_1", "sampled_reward": "sampled/reward_mean", "greedy_pass": "pass_at_1"}
+
+
+@dataclass
+class SetSums(Sums):
+    """One evaluation set's per-turn sums: its greedy chains and its sampled chains."""
+
+    greedy: list[TurnSums]
+    sampled: list[TurnSums]
 
 
 @dataclass(frozen=True)
@@ -130,31 +137,33 @@ class Evaluator:
         m = self.c.cfg.magrpo
         if greedy:
             shape = TreeShape(m.num_agents, 1, m.num_turns, "align", None)
-            return Rollout(self.c, problems, greedy=True, label=f"{LABELS[name]} evaluation").run(shape, tag="eval.g.")
+            return self.c.rollout(problems, greedy=True, label=f"{LABELS[name]} evaluation").run(shape, tag="eval.g.")
         torch.manual_seed(self.c.cfg.evaluation.seed + 7919 * self.c.accelerator.process_index)
         # k samples of each turn-1 prompt, then one per chain: k chains per problem sharing their first prompt
         shape = TreeShape(m.num_agents, samples, m.num_turns, "align", None, later_generations=1)
-        return Rollout(self.c, problems, label=f"{LABELS[name]} evaluation (sampled)").run(shape, tag="eval.s.")
+        return self.c.rollout(problems, label=f"{LABELS[name]} evaluation (sampled)").run(shape, tag="eval.s.")
 
-    def _score_set(self, name: str) -> tuple[dict[str, float], list[ProblemScore]]:
+    def _turn_sums(self, roots: list[Node]) -> list[TurnSums]:
+        task = self.c.task
+        return turn_sums(roots, self.c.cfg.magrpo.num_turns, task.count_names, task.counts)
+
+    def _score_set(self, name: str) -> tuple[SetSums, list[ProblemScore]]:
         """This rank's share of one set: summed turn metrics (greedy and sampled) and per-problem scores."""
         acc, task = self.c.accelerator, self.c.task
-        num_turns = self.c.cfg.magrpo.num_turns
         problems = self.sets[name]
         mine = list(range(len(problems)))[acc.process_index :: acc.num_processes]
         greedy, k = self.greedy[name], self.samples[name]
-        empty = turn_sums([], num_turns, task)
-        sums = {f"g:{key}": 0.0 for key in empty} | {f"s:{key}": 0.0 for key in empty}
+        sums = SetSums(self._turn_sums([]), self._turn_sums([]))
         scores = [dict(set=name, index=i, task_id=_problem_label(problems[i], i), samples=k) for i in mine]
         if mine and greedy:
             roots = self._rollout(name, [problems[i] for i in mine], True, 1)
-            sums.update({f"g:{key}": v for key, v in turn_sums(roots, num_turns, task).items()})
+            sums.greedy = self._turn_sums(roots)
             for score, root in zip(scores, roots, strict=True):
                 passed, reward, _, _ = chain_stats(root, task.counts)
                 score.update(greedy_pass=passed, greedy_reward=reward)
         if mine and k:
             roots = self._rollout(name, [problems[i] for i in mine], False, k)
-            sums.update({f"s:{key}": v for key, v in turn_sums(roots, num_turns, task).items()})
+            sums.sampled = self._turn_sums(roots)
             for score, root in zip(scores, roots, strict=True):
                 passed, reward, first, rates = chain_stats(root, task.counts)
                 score.update(sampled_pass=passed, sampled_reward=reward, first_turn_reward=first, outcomes=rates)
@@ -170,7 +179,7 @@ class Evaluator:
             if not self.sets[name]:
                 continue
             sums, mine = self._score_set(name)
-            total = reduce_sums(acc, sums)
+            total = sums.reduced(lambda values: sum_over_ranks(acc, values))
             scores = [s for part in gather_object([mine]) for s in part] if acc.num_processes > 1 else mine
             scores.sort(key=lambda s: s.index)
             metrics.update(self._set_metrics(name, total, len(scores), num_turns))
@@ -181,14 +190,12 @@ class Evaluator:
         metrics["eval/seconds"] = time.perf_counter() - t0
         return metrics, records
 
-    def _set_metrics(self, name: str, total: dict[str, float], n: int, num_turns: int) -> dict[str, float]:
+    def _set_metrics(self, name: str, total: SetSums, n: int, num_turns: int) -> dict[str, float]:
         prefix, out = PREFIX[name], {}
-        for kind, sub in (("g", ""), ("s", "sampled/")):
-            if (kind == "g" and not self.greedy[name]) or (kind == "s" and not self.samples[name]):
+        for turns, sub, ran in ((total.greedy, "", self.greedy[name]), (total.sampled, "sampled/", self.samples[name])):
+            if not ran:
                 continue
-            sums = {key[2:]: v for key, v in total.items() if key.startswith(f"{kind}:")}
-            means = turn_means(sums, num_turns, prefix=prefix + sub)
-            out.update({key.replace("pass_rate", "pass_at_1"): v for key, v in means.items()})
+            out.update(turn_means(turns, prefix=prefix + sub, passed="pass_at_1"))
             out[f"{prefix}{sub}pass_at_1"] = out[f"{prefix}{sub}turn_{num_turns}/pass_at_1"]
         out[f"{prefix}problems"] = n
         if self.samples[name]:

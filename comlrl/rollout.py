@@ -1,24 +1,38 @@
-"""Level-synchronous expansion of a batch of turn trees.
+"""The rollout, in one place: level-synchronous expansion of a batch of turn trees, and the driver that
+binds its three steps to a run.
 
 All open nodes of a turn, across every tree in the batch, are generated together: one batched call
 for all agents (nodes x agents prompts, G samples each) instead of one call per node per agent. Scoring
-and next-turn prompts are also batched per level. The three steps are callables so the expander is
-testable without models.
+and next-turn prompts are also batched per level. `expand_trees` takes the three steps as callables, so
+it is testable without models; `Rollout` binds them to a rollout engine (generate), a task (score, with
+the state each joint action leaves) and a transition (the next turn's messages).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
+from comlrl.contracts import Continuation, JointTurn, Task, Transition
 from comlrl.tree import Node, joint_actions, should_terminate
 
 Messages = list[dict]
+
+
+class Scored(NamedTuple):
+    """What scoring one joint action gives the expander."""
+
+    reward: float  # the immediate reward the tree backs up
+    detail: Any = None  # the task's `Reward` (breakdown, verdict, notes), kept on the node
+    next_state: Any = None  # the environment the joint action leaves: its child's `Node.state`
+
+
 # (agent, messages) requests -> G completions per request, in request order
 GenerateFn = Callable[[list[tuple[int, Messages]], int], list[list[Any]]]
-# (node, joint action) pairs -> (reward, detail) per pair
-ScoreFn = Callable[[list[tuple[Node, tuple[int, ...]]]], list[tuple[float, Any]]]
+# (node, joint action) pairs -> one `Scored` per pair
+ScoreFn = Callable[[list[tuple[Node, tuple[int, ...]]]], list[Scored]]
 # (node, joint-action index) pairs that continue -> per-agent messages of the child node
 NextMessagesFn = Callable[[list[tuple[Node, int]]], list[list[Messages]]]
 
@@ -70,8 +84,9 @@ def expand_trees(
         scored = score(pairs)
         for i, node in enumerate(level):
             chunk = scored[i * len(actions) : (i + 1) * len(actions)]
-            node.rewards = [float(r) for r, _ in chunk]
-            node.details = [d for _, d in chunk]
+            node.rewards = [float(s.reward) for s in chunk]
+            node.details = [s.detail for s in chunk]
+            node.next_states = [s.next_state for s in chunk]
         if turn == shape.num_turns:  # last-turn nodes are leaves anyway: nothing to prune
             break
         for node in level:
@@ -80,10 +95,94 @@ def expand_trees(
         child_messages = next_messages(growing) if growing else []
         level = []
         for (node, j), msgs in zip(growing, child_messages, strict=True):
-            child = Node(
-                id=node.child_id(j), turn=turn + 1, root=node.root, messages=msgs, parent=node.id, parent_action=j,
-                state=node.next_states[j] if node.next_states else None,
-            )
+            child = Node(id=node.child_id(j), turn=turn + 1, root=node.root, messages=msgs, parent=node,
+                         parent_action=j, state=node.next_states[j])
             node.children[j] = child
             level.append(child)
     return roots
+
+
+class Engine(Protocol):
+    """What the rollout samples from (`comlrl.engines.RolloutEngine`)."""
+
+    def generate(self, requests: list[tuple[int, Messages]], num_samples: int, greedy: bool = False
+                 ) -> list[list[Any]]: ...
+
+
+def texts_along(node: Node, action: int, num_agents: int) -> list[list[str]]:
+    """Each agent's completion texts along the path root -> `node`'s joint action `action`, oldest first."""
+    path = node.path(action)
+    return [[n.completions[a][n.joint[j][a]].text for n, j in path] for a in range(num_agents)]
+
+
+class Rollout:
+    """`expand_trees`' three steps bound to one batch of problems, with the time each took and the tokens
+    generated (a step's metrics). `phase` shows what it does; `on_done(label)` runs after the expansion
+    (the policies' one line about prompts cut for length)."""
+
+    def __init__(self, task: Task, transition: Transition, engine: Engine, problems: list, *, greedy: bool = False,
+                 label: str = "rollout", phase: Callable[[str], None] | None = None,
+                 on_done: Callable[[str], None] | None = None) -> None:
+        self.task, self.transition, self.engine = task, transition, engine
+        self.problems, self.greedy, self.label = problems, greedy, label
+        self.phase, self.on_done = phase, on_done
+        self.turn = 0
+        self.gen_tokens = 0
+        self.gen_seconds = 0.0
+        self.score_seconds = 0.0
+        self.feedback_seconds = 0.0
+
+    def _phase(self, doing: str) -> None:
+        if self.phase is not None:
+            self.phase(f"{self.label} turn {self.turn}: {doing}")
+
+    def generate(self, requests: list[tuple[int, Messages]], n: int) -> list[list[Any]]:
+        self.turn += 1  # the expander generates once per turn, for every open node of every tree
+        self._phase(f"generating {len(requests) * n}")
+        t0 = time.perf_counter()
+        out = self.engine.generate(requests, n, greedy=self.greedy)
+        self.gen_seconds += time.perf_counter() - t0
+        self.gen_tokens += sum(len(s.completion_ids) for row in out for s in row)
+        return out
+
+    def score(self, pairs: list[tuple[Node, tuple[int, ...]]]) -> list[Scored]:
+        """Each joint action scored on its node's state: its reward and the state it leaves."""
+        self._phase(f"scoring {len(pairs)}")
+        t0 = time.perf_counter()
+        turns = [JointTurn(self.problems[node.root], tuple(node.completions[a][act[a]].text for a in range(len(act))),
+                           node.state) for node, act in pairs]
+        scored = [Scored(r.total, r, state) for r, state in self.task.score_joint(turns)]
+        self.score_seconds += time.perf_counter() - t0
+        return scored
+
+    def next_messages(self, pairs: list[tuple[Node, int]]) -> list[list[Messages]]:
+        t0 = time.perf_counter()
+        n_agents = self.task.num_agents
+        paths = [Continuation(self.problems[node.root], node, j, texts_along(node, j, n_agents)) for node, j in pairs]
+        out = self.transition.next_messages(self.task, paths)
+        out = [self._prefixed(self.problems[node.root], msgs) for (node, _), msgs in zip(pairs, out, strict=True)]
+        self.feedback_seconds += time.perf_counter() - t0
+        return out
+
+    def _prefixed(self, problem: Any, messages: list[Messages]) -> list[Messages]:
+        """Each agent's chat, ending with the task's answer prefix as a partial assistant message if it has one."""
+        out = []
+        for a, msgs in enumerate(messages):
+            prefix = self.task.answer_prefix(a, problem)
+            out.append([*msgs, {"role": "assistant", "content": prefix}] if prefix else msgs)
+        return out
+
+    def initial_messages(self, problem: Any) -> list[Messages]:
+        """The turn-1 chats the agents are prompted with: the task's messages plus its answer prefix."""
+        return self._prefixed(problem, self.task.initial_messages(problem))
+
+    def run(self, shape: TreeShape, tag: str) -> list[Node]:
+        """One tree per problem, grown by `expand_trees`; returns the roots."""
+        self.task.begin_rollout()
+        roots = make_roots([self.initial_messages(p) for p in self.problems], tag)
+        for root, problem in zip(roots, self.problems, strict=True):
+            root.state = self.task.initial_state(problem)
+        expand_trees(roots, shape, self.generate, self.score, self.next_messages)
+        if self.on_done is not None:
+            self.on_done(self.label)  # one line for the whole rollout, not one per prompt
+        return roots

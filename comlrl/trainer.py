@@ -15,23 +15,22 @@ from typing import Any
 import torch
 from accelerate.utils import gather_object
 
-from comlrl.advantages import assign_advantages
+from comlrl.advantages import AdvantageStats, assign_advantages
 from comlrl.checkpoint import checkpoint_step, latest_checkpoint, load_checkpoint, save_checkpoint
 from comlrl.components import Components, build
 from comlrl.config import ConfigError, RunConfig
 from comlrl.console import plural, quiet_console
 from comlrl.contracts import Problem
-from comlrl.distributed import WorldSizeError, reduce_sums
+from comlrl.distributed import WorldSizeError, sum_over_ranks
 from comlrl.evaluation import Evaluator
+from comlrl.metrics import StepSums, leaves, mean_root_returns, turn_sums
 from comlrl.problem_draw import step_problems
-from comlrl.rollout import TreeShape
-from comlrl.rollout_driver import Rollout
+from comlrl.rollout import Rollout, TreeShape
 from comlrl.run_outputs import RUN_OUTPUTS, RunWriter, check_output_dir, make_trackers, read_eval_records
 from comlrl.run_report import write_report
-from comlrl.tree import TreeStats, backup_returns
-from comlrl.tree_records import node_records
-from comlrl.turn_metrics import turn_means, turn_sums
-from comlrl.update import train_on_trees
+from comlrl.tree import Node, backup_returns
+from comlrl.tree_records import NodeRecord, node_records
+from comlrl.update import UpdateStats, train_on_trees
 
 log = logging.getLogger("comlrl")
 
@@ -49,85 +48,68 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
 
 def training_step(comp: Components, step: int, start_rewards: dict[str, float] | None = None
-                  ) -> tuple[dict[str, float], list[dict]]:
-    """One rollout of `trees_per_step` trees per rank, returns backed up, one optimizer step. With
-    `start_rewards` (the untrained policy's sampled turn-1 reward per problem, `Evaluator.start_rewards`),
-    `reward_vs_start` is the step's turn-1 reward minus the untrained one on the same problems."""
-    cfg, acc = comp.cfg, comp.accelerator
-    m = cfg.magrpo
-    t0 = time.perf_counter()
-    idx = step_problems(len(comp.train), step, cfg.training.trees_per_step, acc.process_index,
-                        acc.num_processes, cfg.training.seed)
-    torch.manual_seed(cfg.training.seed * 7919 + step * 101 + acc.process_index)
-    comp.feedback.counters.reset()  # count this step's rollout only, not evaluations in between
-    problems = [comp.train[i] for i in idx]
-    rollout = Rollout(comp, problems, label=f"step {step + 1}")
-    shape = TreeShape(m.num_agents, m.num_generations, m.num_turns, m.joint_mode, m.early_termination_threshold)
-    roots = rollout.run(shape, tag="")
+                  ) -> tuple[dict[str, float], list[NodeRecord]]:
+    """One step of MAGRPO: expand `trees_per_step` trees per rank, back up returns, advantages per sibling
+    group, one optimizer step. With `start_rewards` (the untrained policy's sampled turn-1 reward per probe
+    problem, `Evaluator.start_rewards`), `reward_vs_start` compares the step's turn-1 reward with it."""
+    m, t0 = comp.cfg.magrpo, time.perf_counter()
+    problems = _step_problems(comp, step)
+    rollout = comp.rollout(problems, label=f"step {step + 1}")
+    roots = rollout.run(TreeShape(m.num_agents, m.num_generations, m.num_turns, m.joint_mode,
+                                  m.early_termination_threshold), tag="")
     for root in roots:
         backup_returns(root, m.discount)
-    adv_stats = assign_advantages(roots, m.num_agents, m.num_generations, m.advantage.baseline,
-                                  m.advantage.scale, m.advantage.eps, credit=m.advantage.credit)
-    t_roll = time.perf_counter() - t0
+    adv = assign_advantages(roots, m.num_agents, m.num_generations, m.advantage.baseline, m.advantage.scale,
+                            m.advantage.eps, credit=m.advantage.credit)
+    t_rollout = time.perf_counter() - t0
     comp.engine.idle()
     comp.phase("update")
     t_update = time.perf_counter()
-    train_stats = train_on_trees(comp, roots)
+    update = train_on_trees(comp, roots)
     t_update = time.perf_counter() - t_update
-    stats = TreeStats.of(roots, m.num_turns)
-    local = {
-        **turn_sums(roots, m.num_turns, comp.task),
-        "nodes": sum(stats.nodes), "pruned": sum(stats.pruned), "leaves": stats.leaves,
-        "joint_actions": sum(stats.joint_actions),
-        **{f"turn_{t + 1}/nodes": stats.nodes[t] for t in range(m.num_turns)},
-        **{f"turn_{t + 1}/pruned": stats.pruned[t] for t in range(m.num_turns)},
-        "gen_tokens": rollout.gen_tokens, "gen_seconds": rollout.gen_seconds,
-        "score_seconds": rollout.score_seconds, "feedback_seconds": rollout.feedback_seconds,
-        "adv_groups": adv_stats.groups, "adv_groups_skipped": adv_stats.skipped,
-        "samples": train_stats["samples"], "loss": train_stats["loss"],
-        "engine_abs_gap_sum": train_stats["abs_gap_sum"], "engine_kl_sum": train_stats["kl_sum"],
-        "engine_tokens": train_stats["tokens"],
-        "return_sum": sum(sum(r.returns) / len(r.returns) for r in roots), "trees": len(roots),
-        **_vs_start_sums(roots, problems, start_rewards or {}),
-    }
-    total = reduce_sums(acc, local)
-    world = acc.num_processes
-    metrics: dict[str, float] = {"step": step + 1}
-    metrics.update(turn_means(total, m.num_turns))
-    metrics["return_mean"] = total["return_sum"] / max(1.0, total["trees"])
-    if total["vs_start_count"]:
-        metrics["reward_vs_start"] = total["vs_start_sum"] / total["vs_start_count"]
-    for key in ("nodes", "pruned", "leaves", "joint_actions", "gen_tokens", "adv_groups", "adv_groups_skipped",
-                "samples", "trees"):
-        metrics[key] = int(total[key])
-    for t in range(1, m.num_turns + 1):
-        metrics[f"turn_{t}/nodes"] = int(total[f"turn_{t}/nodes"])
-        n = total[f"turn_{t}/nodes"]
-        metrics[f"turn_{t}/pruned_frac"] = total[f"turn_{t}/pruned"] / n if n else float("nan")
-    metrics["pruned_frac"] = total["pruned"] / max(1.0, total["nodes"])
-    metrics["loss"] = total["loss"] / world
-    metrics["grad_norm"] = train_stats["grad_norm"]
-    metrics["weights_rank_spread"] = train_stats["weights_rank_spread"]
-    metrics["lr"] = train_stats["lr"]
-    if total["engine_tokens"]:  # the rollout engine's log-probs vs the trainer's, per token
-        metrics["rollout/logprob_abs_gap"] = total["engine_abs_gap_sum"] / total["engine_tokens"]
-        metrics["rollout/kl_engine_train"] = total["engine_kl_sum"] / total["engine_tokens"]
-    metrics["rollout_seconds"] = t_roll
-    metrics["update_seconds"] = t_update
-    metrics["gen_seconds"] = total["gen_seconds"] / world
-    metrics["score_seconds"] = total["score_seconds"] / world
-    metrics["feedback_seconds"] = total["feedback_seconds"] / world
-    metrics["tokens_per_s"] = total["gen_tokens"] / max(1e-9, total["gen_seconds"] / world)
-    metrics["prompt_truncations"] = int(comp.policies.prompt_truncations)
+    sums = _step_sums(comp, roots, problems, rollout, adv, update, start_rewards or {})
+    metrics = _step_metrics(comp, step, sums, update, t_rollout, t_update, t0)
+    return metrics, node_records(roots, step + 1, f"s{step + 1}r{comp.accelerator.process_index}t", m.num_agents)
+
+
+def _step_problems(comp: Components, step: int) -> list:
+    """This rank's problems of `step` (a seeded draw) and the step's sampling seed."""
+    t, acc = comp.cfg.training, comp.accelerator
+    idx = step_problems(len(comp.train), step, t.trees_per_step, acc.process_index, acc.num_processes, t.seed)
+    torch.manual_seed(t.seed * 7919 + step * 101 + acc.process_index)
+    comp.feedback.counters.reset()  # count this step's rollout only, not evaluations in between
+    return [comp.train[i] for i in idx]
+
+
+def _step_sums(comp: Components, roots: list[Node], problems: list, rollout: Rollout, adv: AdvantageStats,
+               update: UpdateStats, start: dict[str, float]) -> StepSums:
+    """This rank's sums of the step, reduced over ranks."""
+    vs_start = [sum(r.rewards) / len(r.rewards) - start[p.task_id] for r, p in zip(roots, problems, strict=True)
+                if isinstance(p, Problem) and p.task_id in start]
+    local = StepSums(
+        turn_sums(roots, comp.cfg.magrpo.num_turns, comp.task.count_names, comp.task.counts),
+        trees=len(roots), leaves=leaves(roots), return_sum=mean_root_returns(roots),
+        gen_tokens=rollout.gen_tokens, gen_seconds=rollout.gen_seconds, score_seconds=rollout.score_seconds,
+        feedback_seconds=rollout.feedback_seconds, adv_groups=adv.groups, adv_groups_skipped=adv.skipped,
+        samples=update.samples, loss=update.loss, engine_abs_gap=update.engine_abs_gap, engine_kl=update.engine_kl,
+        engine_tokens=update.engine_tokens, vs_start=sum(vs_start, 0.0), vs_start_trees=len(vs_start))
+    return local.reduced(lambda values: sum_over_ranks(comp.accelerator, values))
+
+
+def _step_metrics(comp: Components, step: int, sums: StepSums, update: UpdateStats, t_rollout: float,
+                  t_update: float, t0: float) -> dict[str, float]:
+    """metrics.jsonl's line of the step; warns about a step that trained nothing or lost its expert."""
+    metrics: dict[str, float] = {"step": step + 1, **sums.means(comp.accelerator.num_processes)}
+    metrics.update(grad_norm=update.grad_norm, weights_rank_spread=update.weights_rank_spread, lr=update.lr,
+                   rollout_seconds=t_rollout, update_seconds=t_update,
+                   prompt_truncations=int(comp.policies.prompt_truncations))
     metrics.update({f"feedback/{k}": v for k, v in comp.feedback.metrics().items()})
     # e.g. judge calls and fallbacks of environment tasks
     metrics.update({f"task/{k}": v for k, v in comp.task.metrics().items() if isinstance(v, int | float)})
     metrics["step_seconds"] = time.perf_counter() - t0
     _warn_if_nothing_trained(comp, metrics)
     _warn_if_every_expert_prompt_fell_back(comp, metrics)
-    prefix = f"s{step + 1}r{acc.process_index}t"
-    records = node_records(roots, step + 1, prefix, m.num_agents)
-    return metrics, records
+    return metrics
 
 
 def _warn_if_every_expert_prompt_fell_back(comp: Components, metrics: dict[str, float]) -> None:
@@ -137,17 +119,6 @@ def _warn_if_every_expert_prompt_fell_back(comp: Components, metrics: dict[str, 
         log.warning("step %d: every expert prompt (%d joint actions) fell back to external.expert_fallback=%s: "
                     "the expert gave no usable edits (feedback/expert/* in metrics.jsonl)", int(metrics["step"]),
                     int(fell), comp.cfg.external.expert_fallback)
-
-
-def _vs_start_sums(roots: list, problems: list, start: dict[str, float]) -> dict[str, float]:
-    """Sum over this rank's trees of (mean turn-1 reward - the untrained policy's, same problem)."""
-    out = {"vs_start_sum": 0.0, "vs_start_count": 0.0}
-    for root, problem in zip(roots, problems, strict=True):
-        label = problem.task_id if isinstance(problem, Problem) else None
-        if label in start:
-            out["vs_start_sum"] += sum(root.rewards) / len(root.rewards) - start[label]
-            out["vs_start_count"] += 1.0
-    return out
 
 
 def _warn_if_nothing_trained(comp: Components, metrics: dict[str, float]) -> None:
@@ -199,12 +170,14 @@ def evaluation_summary(ev: dict[str, float]) -> str:
     return "; ".join(parts)
 
 
-def progress_numbers(metrics: dict[str, float], num_turns: int) -> dict[str, str]:
-    """The progress bar's numbers: the step just finished (not a running average)."""
+def progress_numbers(metrics: dict[str, float], num_turns: int, headline: tuple[str, str] | None = None
+                     ) -> dict[str, str]:
+    """The progress bar's numbers: the step just finished (not a running average); `headline` is the task's
+    (label, outcome) to show beside the reward (`Task.headline_outcome`)."""
     out = {"reward": f"{metrics['reward_mean']:.2f}",
            "pass": f"{metrics.get(f'turn_{num_turns}/pass_rate', float('nan')):.2f}"}
-    if "helper_called" in metrics:
-        out["helper"] = f"{metrics['helper_called']:.2f}"
+    if headline is not None and headline[1] in metrics:
+        out[headline[0]] = f"{metrics[headline[1]]:.2f}"
     if "reward_vs_start" in metrics:
         out["vs_start"] = f"{metrics['reward_vs_start']:+.2f}"
     if "eval/pass_at_1" in metrics:
@@ -263,7 +236,8 @@ def run(cfg: RunConfig) -> int:
                 save_checkpoint(acc, comp.model, comp.policies, comp.optimizer, comp.scheduler, done, ckpt_root)
             if bar:
                 bar.set_description_str("trained", refresh=False)
-                bar.set_postfix(progress_numbers(metrics, cfg.magrpo.num_turns), refresh=False)
+                bar.set_postfix(progress_numbers(metrics, cfg.magrpo.num_turns, comp.task.headline_outcome),
+                                refresh=False)
                 bar.update(1)  # one redraw: the count and the numbers of the same step
         if acc.is_main_process:
             comp.policies.save(out / "final")

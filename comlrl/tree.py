@@ -40,8 +40,8 @@ class Node:
     turn: int  # 1-based
     root: int  # index of the tree (problem) in its batch
     messages: list[list[dict]]  # per agent: the chat prompt
-    parent: str | None = None
-    parent_action: int | None = None
+    parent: Node | None = field(default=None, repr=False, compare=False)  # the node whose joint action led here
+    parent_action: int | None = None  # that joint action's index in `parent.joint`
     completions: list[list[Any]] = field(default_factory=list)  # [agent][g]
     joint: list[tuple[int, ...]] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)  # immediate reward per joint action
@@ -55,6 +55,15 @@ class Node:
 
     def child_id(self, action: int) -> str:
         return f"{self.id}.{action}"
+
+    def path(self, action: int) -> list[tuple[Node, int]]:
+        """(node, joint action) of every turn from the root down to this node's joint action `action`."""
+        steps: list[tuple[Node, int]] = [(self, action)]
+        node = self
+        while node.parent is not None and node.parent_action is not None:
+            steps.append((node.parent, node.parent_action))
+            node = node.parent
+        return steps[::-1]
 
     def walk(self) -> Iterator[Node]:
         """This node and its descendants, parents before children."""

@@ -212,7 +212,7 @@ def node_records(roots: Sequence[Node], step: int, prefix: str, num_agents: int)
         for node in root.walk():
             out.append(NodeRecord(
                 step=step, id=f"{prefix}{node.id}",
-                parent=None if node.parent is None else f"{prefix}{node.parent}",
+                parent=None if node.parent is None else f"{prefix}{node.parent.id}",
                 parent_action=node.parent_action, turn=node.turn, tree=f"{prefix}{node.root}",
                 prompts=node.messages,
                 completions=[[_text(c) for c in node.completions[a]] for a in range(num_agents)],

@@ -9,6 +9,7 @@ truncated importance weights against the rollout engine's log-probs.
 from __future__ import annotations
 
 from contextlib import nullcontext
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -19,7 +20,21 @@ from comlrl.loss import aggregate, logprob_gap, per_token_loss, step_normaliser,
 from comlrl.tree import Node
 
 
-def train_on_trees(comp: Components, roots: list[Node]) -> dict[str, float]:
+@dataclass(frozen=True)
+class UpdateStats:
+    """What one update did, on this rank."""
+
+    loss: float  # the step's loss (mean over inner epochs)
+    grad_norm: float
+    samples: float  # completions trained on (those of sibling groups with an advantage)
+    lr: float
+    weights_rank_spread: float  # 0 when data-parallel ranks hold the same weights
+    engine_abs_gap: float = 0.0  # token sums of the rollout engine's log-prob gap (comlrl.loss.logprob_gap)
+    engine_kl: float = 0.0
+    engine_tokens: float = 0.0
+
+
+def train_on_trees(comp: Components, roots: list[Node]) -> UpdateStats:
     """Turn the trees' advantages into one optimizer step (all agents at once)."""
     cfg, acc, policies, model = comp.cfg, comp.accelerator, comp.policies, comp.model
     lc = cfg.magrpo.loss
@@ -109,14 +124,9 @@ def train_on_trees(comp: Components, roots: list[Node]) -> dict[str, float]:
         grad_norm = float(gn) if gn is not None else float("nan")
     comp.scheduler.step()
     comp.engine.weights_changed()
-    return {
-        **gap,
-        "weights_rank_spread": _weights_spread(acc, trainable),
-        "loss": loss_sum / lc.inner_epochs,
-        "grad_norm": grad_norm,
-        "samples": float(len(items)),
-        "lr": comp.scheduler.get_last_lr()[0],
-    }
+    return UpdateStats(loss=loss_sum / lc.inner_epochs, grad_norm=grad_norm, samples=float(len(items)),
+                       lr=comp.scheduler.get_last_lr()[0], weights_rank_spread=_weights_spread(acc, trainable),
+                       engine_abs_gap=gap["abs_gap_sum"], engine_kl=gap["kl_sum"], engine_tokens=gap["tokens"])
 
 
 def _weights_spread(acc: Any, params: list[torch.Tensor]) -> float:

@@ -41,7 +41,7 @@ def _cross_tree() -> Node:
     root = Node(id="0", turn=1, root=0, messages=[[], []], joint=joint, rewards=[1.0, 0.5, 2.0, 3.0])
     for j, rewards in enumerate(([1.0, 2.0, 2.0, 4.0], [0.0, 1.0, 0.0, 3.0], [3.0, 4.0, 2.0, 4.0],
                                  [4.0, 4.0, 3.5, 4.0])):
-        root.children[j] = Node(id=root.child_id(j), turn=2, root=0, messages=[[], []], parent="0",
+        root.children[j] = Node(id=root.child_id(j), turn=2, root=0, messages=[[], []], parent=root,
                                 parent_action=j, joint=joint, rewards=rewards)
     return root
 

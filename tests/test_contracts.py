@@ -15,8 +15,7 @@ import pytest
 from comlrl.config import load_config
 from comlrl.contracts import Reward, Task, Transition
 from comlrl.feedback_bridge import FeedbackBridge
-from comlrl.rollout import TreeShape
-from comlrl.rollout_driver import Rollout
+from comlrl.rollout import Rollout, TreeShape
 from comlrl.tasks import build_task
 from comlrl.tasks.actions import ActionsTask, bundled_tasks_path
 from comlrl.tasks.datasets import load_easy
@@ -37,7 +36,7 @@ def sandbox() -> Iterator:
         yield box
 
 
-@pytest.mark.parametrize("module", ["trainer.py", "components.py", "update.py", "rollout_driver.py", "evaluation.py"])
+@pytest.mark.parametrize("module", ["trainer.py", "components.py", "update.py", "rollout.py", "metrics.py", "evaluation.py"])
 def test_the_trainer_calls_declared_members_only(module: str) -> None:
     """It probed `score_paths`, `build_next_messages`, `metrics` and `all_passed` with getattr (the trainer's
     modules: the loop, what a run is built from, the update)."""
@@ -190,8 +189,7 @@ class Numbered:
 def test_each_turn_acts_on_the_state_its_parent_joint_action_left() -> None:
     task = Journal()
     engine = Numbered()
-    comp = SimpleNamespace(task=task, engine=engine, policies=engine, feedback=None, phase=lambda text: None)
-    (root,) = Rollout(comp, ["p"]).run(TreeShape(1, 2, 3, "align", None), tag="")  # type: ignore[arg-type]
+    (root,) = Rollout(task, task, engine, ["p"]).run(TreeShape(1, 2, 3, "align", None), tag="")
     assert root.state == () and root.next_states == [("g0",), ("g1",)]
     child = root.children[1]
     assert child.state == ("g1",) and child.messages == [[{"role": "user", "content": "g1"}]]

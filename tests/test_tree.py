@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from comlrl.rollout import TreeShape, expand_trees, make_roots
+from comlrl.rollout import Scored, TreeShape, expand_trees, make_roots
 from comlrl.tree import Node, TreeStats, backup_returns, expected_counts, joint_actions, should_terminate
 
 
@@ -23,7 +23,7 @@ def run(num_agents, g, turns, mode, threshold=None, reward=None, later=None, siz
         return [[f"a{a}s{k}" for k in range(n)] for a, _ in requests]
 
     def score(pairs):
-        return [(reward(node, act) if reward else 0.0, None) for node, act in pairs]
+        return [Scored(reward(node, act) if reward else 0.0) for node, act in pairs]
 
     def next_messages(pairs):
         return [[[{"role": "user", "content": f"{node.id}.{j}"}] for _ in range(num_agents)] for node, j in pairs]
@@ -109,7 +109,7 @@ def test_single_turn_is_grpo():
 def test_joint_actions_pair_completions_of_the_same_node():
     roots, _ = run(2, 2, 2, "cross")
     child = roots[0].children[3]
-    assert child.parent == roots[0].id and child.parent_action == 3 and child.turn == 2
+    assert child.parent is roots[0] and child.parent_action == 3 and child.turn == 2
     assert child.messages[0][0]["content"] == "0.3"  # built from its own parent's joint action
 
 

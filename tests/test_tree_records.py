@@ -20,7 +20,7 @@ import pytest
 from comlrl.advantages import assign_advantages
 from comlrl.contracts import Reward
 from comlrl.export import load_trees, preference_pairs, sft_records
-from comlrl.rollout import TreeShape, expand_trees, make_roots
+from comlrl.rollout import Scored, TreeShape, expand_trees, make_roots
 from comlrl.tasks.code.reward import CodeReward
 from comlrl.tree import backup_returns
 from comlrl.tree_records import (
@@ -73,7 +73,7 @@ def grow(mode: str, n: int, g: int, turns: int, threshold: float | None, trees: 
         for node, act in pairs:
             j = node.joint.index(act)
             r = reward_for(node.id, j)
-            out.append((r.total if r is not None else -0.5 * j, r))
+            out.append(Scored(r.total if r is not None else -0.5 * j, r))
         return out
 
     def next_messages(pairs):
@@ -110,7 +110,7 @@ def test_records_of_real_trees_round_trip_exactly(mode: str, n: int, g: int, tur
                                           "reward_details", "pruned", "children"]
         assert json.loads(line)["schema"] == SCHEMA_VERSION == 2
         assert rec.id == f"s3r1t{node.id}" and rec.tree == f"s3r1t{node.root}" and rec.pruned == node.terminated
-        assert rec.parent == (None if node.parent is None else f"s3r1t{node.parent}")
+        assert rec.parent == (None if node.parent is None else f"s3r1t{node.parent.id}")
         for act in rec.actions:  # the per-joint-action view agrees with the tree
             j = act.index
             assert act.choice == node.joint[j] and act.reward == node.rewards[j] and act.ret == node.returns[j]

@@ -6,9 +6,7 @@ from types import SimpleNamespace
 
 from act_refs import DONE, REFERENCE, locate
 
-import feedback
-from comlrl.rollout import TreeShape
-from comlrl.rollout_driver import Rollout
+from comlrl.rollout import Rollout, TreeShape
 from comlrl.tasks.actions import ActionsTask, bundled_tasks_path, load_action_tasks
 
 BAD = "I am not sure what to do here."
@@ -41,10 +39,7 @@ class ScriptedPolicies:
 
 def rollout(task: ActionsTask, probs, mode: str, turns: int = 3):
     scripted = ScriptedPolicies(probs)  # the rollout engine (and the policies) of this scripted run
-    comp = SimpleNamespace(task=task, policies=scripted, engine=scripted, phase=lambda text: None,
-                           cfg=SimpleNamespace(magrpo=SimpleNamespace(num_agents=2)),
-                           feedback=SimpleNamespace(context=lambda **f: feedback.FeedbackContext(**f)))
-    r = Rollout(comp, probs)  # type: ignore[arg-type]
+    r = Rollout(task, task.transition(None), scripted, probs)  # type: ignore[arg-type]  # the task's own transition
     return r.run(TreeShape(2, 2, turns, mode, None), tag="")
 
 

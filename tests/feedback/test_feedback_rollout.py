@@ -11,7 +11,7 @@ import pytest
 from llm_server import ScriptedLLMServer
 
 from comlrl.config import ExternalConfig
-from comlrl.rollout import TreeShape, expand_trees, make_roots
+from comlrl.rollout import Scored, TreeShape, expand_trees, make_roots
 from comlrl.tasks.code.common import path_codes
 from comlrl.tasks.code.extract import extract_code
 from comlrl.tasks.code.reward import ScoreRequest, score_batch
@@ -32,7 +32,6 @@ def test_three_turns_with_a_flaky_expert(tmp_path, monkeypatch):
         sandbox = Sandbox(workers=1, timeout_s=10.0)
     except SandboxUnavailable as exc:  # pragma: no cover - depends on the machine
         pytest.skip(f"no usable sandbox here: {exc}")
-    index: dict[str, object] = {}
 
     def generate(requests, g):
         return [[CODES[agent][k % 2] for k in range(g)] for agent, _msgs in requests]
@@ -40,22 +39,12 @@ def test_three_turns_with_a_flaky_expert(tmp_path, monkeypatch):
     def score(pairs):
         reqs = [ScoreRequest(codes=tuple(extract_code(node.completions[a][act[a]]) for a in range(2)),
                              entry_point="sum_of_squares", tests=tests) for node, act in pairs]
-        return [(r.total, r) for r in score_batch(reqs, sandbox)]
+        return [Scored(r.total, r) for r in score_batch(reqs, sandbox)]
 
     def history(node, j):
-        chain = []
-        cur, act = node, j
-        while cur is not None:
-            chain.append([cur.completions[a][cur.joint[act][a]] for a in range(2)])
-            act = cur.parent_action
-            cur = index.get(cur.parent) if cur.parent else None
-        chain.reverse()
-        return [[step[a] for step in chain] for a in range(2)]
+        return [[n.completions[a][n.joint[act][a]] for n, act in node.path(j)] for a in range(2)]
 
     def next_messages(pairs):
-        for root in roots:
-            for n in root.walk():
-                index[n.id] = n
         ctxs = [FeedbackContext(problem=cases.PROBLEM, role_names=list(cases.ROLES),
                                 role_instructions=list(cases.ROLE_INSTRUCTIONS), initial_messages=cases.INITIAL,
                                 history=history(node, j), reward=node.details[j],

@@ -11,10 +11,10 @@ import reward_fns
 
 from comlrl.config import ConfigError, load_config
 from comlrl.contracts import JointTurn
+from comlrl.metrics import turn_means, turn_sums
 from comlrl.reward_funcs import RewardFunctionError
 from comlrl.tasks import build_task
 from comlrl.tree import Node
-from comlrl.turn_metrics import turn_means, turn_sums
 
 ADD = "```python\ndef add(a, b):\n    return a + b\n```"
 
@@ -111,7 +111,7 @@ def test_each_term_is_a_metric_per_turn_and_overall(sb) -> None:
     task, add = _code(["reward_fns:length"], sandbox=sb)
     scored = [r for r, _ in task.score_joint([JointTurn(add, ("a" * 100,)), JointTurn(add, ("a" * 300,))])]
     root = Node(id="0", turn=1, root=0, messages=[[]], rewards=[r.total for r in scored], details=scored)
-    means = turn_means(turn_sums([root], 1, task), 1)
+    means = turn_means(turn_sums([root], 1, task.count_names, task.counts))
     assert means["turn_1/reward/length"] == pytest.approx(2.0) and means["reward/length"] == pytest.approx(2.0)
 
 

@@ -9,8 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from comlrl.config import ConfigError, DatasetConfig, ToolAgentConfig, load_config
-from comlrl.rollout import TreeShape
-from comlrl.rollout_driver import Rollout
+from comlrl.rollout import Rollout, TreeShape
 from comlrl.tasks import build_task
 from comlrl.tasks.base import Problem
 from comlrl.tasks.tool_agent import ToolAgentTask
@@ -101,9 +100,8 @@ class ScriptedEngine:
 def test_next_messages_continue_the_path_with_real_tool_responses(task: ToolAgentTask) -> None:
     texts = [BUGGY + "\n<tool_response>{\"stdout\": \"5\"}</tool_response>", FIXED, FINAL]
     engine = ScriptedEngine(texts)
-    comp = SimpleNamespace(task=task, engine=engine, policies=engine, feedback=None,
-                           phase=lambda text: None)  # the task's own transition
-    (root,) = Rollout(comp, [ADD]).run(TreeShape(1, 1, 3, "align", None), tag="")  # type: ignore[arg-type]
+    rollout = Rollout(task, task.transition(None), engine, [ADD])  # type: ignore[arg-type]  # the task's own transition
+    (root,) = rollout.run(TreeShape(1, 1, 3, "align", None), tag="")
     (chat,) = root.children[0].children[0].messages
     assert [m["role"] for m in chat] == ["system", "user", "assistant", "user", "assistant", "user"]
     assert chat[:2] == task.initial_messages(ADD)[0]

@@ -18,7 +18,6 @@ import torch
 
 from comlrl.config import load_config
 from comlrl.rollout import TreeShape
-from comlrl.rollout_driver import Rollout
 from comlrl.trainer import build, training_step
 
 pytestmark = [pytest.mark.embedded, pytest.mark.slow]
@@ -33,7 +32,7 @@ def passed_with_helper(comp, problems: list, rounds: int = 2, samples: int = 16)
     out: list[float] = []
     for r in range(rounds):
         torch.manual_seed(20_000 + r)
-        roots = Rollout(comp, problems).run(TreeShape(2, samples, 1, "align", None), tag=f"probe{r}.")
+        roots = comp.rollout(problems).run(TreeShape(2, samples, 1, "align", None), tag=f"probe{r}.")
         out += [comp.task.outcome_counts(d)["passed_with_helper"] for root in roots for d in root.details]
     return out
 

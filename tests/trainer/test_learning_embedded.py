@@ -19,7 +19,6 @@ import torch
 
 from comlrl.config import load_config
 from comlrl.rollout import TreeShape
-from comlrl.rollout_driver import Rollout
 from comlrl.trainer import build, training_step
 
 pytestmark = [pytest.mark.embedded, pytest.mark.slow]
@@ -35,7 +34,7 @@ def sampled_rewards(comp, problems: list, rounds: int = 4, samples: int = 8) -> 
     out: list[float] = []
     for r in range(rounds):
         torch.manual_seed(10_000 + r)
-        roots = Rollout(comp, problems).run(TreeShape(2, samples, 1, "align", None), tag=f"probe{r}.")
+        roots = comp.rollout(problems).run(TreeShape(2, samples, 1, "align", None), tag=f"probe{r}.")
         out += [x for root in roots for x in root.rewards]
     return out
 

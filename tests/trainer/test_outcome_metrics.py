@@ -6,11 +6,11 @@ from dataclasses import dataclass
 
 import pytest
 
+from comlrl.metrics import StepSums, TurnSums, turn_means, turn_sums
 from comlrl.tasks.base import Task
 from comlrl.tasks.code.collab import CodeCollabTask
 from comlrl.trainer import progress_numbers
 from comlrl.tree import Node
-from comlrl.turn_metrics import turn_means, turn_sums
 
 
 @dataclass
@@ -44,7 +44,7 @@ class CountingTask(Task):
 
 def _tree(turn1: list[FakeReward], turn2: list[FakeReward]) -> Node:
     root = Node(id="0", turn=1, root=0, messages=[[], []], rewards=[1.0] * len(turn1), details=turn1)
-    child = Node(id="0.0", turn=2, root=0, messages=[[], []], parent="0", parent_action=0,
+    child = Node(id="0.0", turn=2, root=0, messages=[[], []], parent=root, parent_action=0,
                  rewards=[0.5] * len(turn2), details=turn2)
     root.children[0] = child
     return root
@@ -54,11 +54,16 @@ def R(called: bool, used: bool = False, passed: bool = False) -> FakeReward:  # 
     return FakeReward(called, used, passed)
 
 
+def _sums(roots: list[Node], turns: int = 2) -> list[TurnSums]:
+    task = CountingTask()
+    return turn_sums(roots, turns, task.count_names, task.counts)
+
+
 def test_rates_per_turn_and_overall() -> None:
     root = _tree([R(True), R(False), R(False), R(False)], [R(True), R(True)])
-    sums = turn_sums([root], 2, CountingTask())
-    assert sums["turn_1/called"] == 1.0 and sums["turn_2/called"] == 2.0
-    means = turn_means(sums, 2)
+    sums = _sums([root])
+    assert sums[0].counts == {"called": 1.0} and sums[1].counts == {"called": 2.0}
+    means = turn_means(sums)
     assert means["turn_1/called"] == pytest.approx(0.25)
     assert means["turn_2/called"] == pytest.approx(1.0)
     assert means["called"] == pytest.approx(3 / 6)  # over all joint actions of both turns
@@ -66,18 +71,30 @@ def test_rates_per_turn_and_overall() -> None:
 
 
 def test_keys_exist_for_turns_without_nodes_so_ranks_can_sum_them() -> None:
-    """A rank whose trees all stopped after turn 1 must still send turn_2 keys (zeros) to the reduction."""
+    """A rank whose trees all stopped after turn 1 must still send turn_2 sums (zeros) to the reduction."""
     root = _tree([R(True)], [])
     root.children.clear()
-    sums = turn_sums([root], 2, CountingTask())
-    assert sums["turn_2/called"] == 0.0 and sums["turn_2/count"] == 0.0
-    assert set(turn_sums([], 2, CountingTask())) == set(sums)
-    means = turn_means(sums, 2)
+    sums = _sums([root])
+    assert sums[1].counts == {"called": 0.0} and sums[1].joint_actions == 0.0
+    assert len(StepSums(_sums([])).flat()) == len(StepSums(sums).flat())
+    means = turn_means(sums)
     assert means["turn_2/called"] != means["turn_2/called"]  # nan: no joint action in turn 2
 
 
+def test_sums_add_and_reduce_position_by_position() -> None:
+    one = StepSums(_sums([_tree([R(True), R(False)], [R(True)])]), trees=1.0, loss=0.5)
+    two = StepSums(_sums([_tree([R(False), R(False)], [])]), trees=1.0, loss=1.5)
+    both = one + two
+    assert both.trees == 2.0 and both.loss == 2.0 and both.turns[0].counts == {"called": 1.0}
+    assert both.turns[0].joint_actions == 4.0 and both.turns[1].nodes == 2.0
+    world = one.reduced(lambda values: [v + w for v, w in zip(values, two.flat(), strict=True)])
+    assert world == both  # what a sum over two ranks gives
+    means = both.means(world=2)
+    assert means["loss"] == 1.0 and means["nodes"] == 4 and means["turn_1/pruned_frac"] == 0.0
+
+
 def test_without_a_task_only_the_basic_sums() -> None:
-    assert set(turn_sums([], 1)) == {"turn_1/reward_sum", "turn_1/count", "turn_1/passed"}
+    assert turn_sums([], 1) == [TurnSums()]
 
 
 def test_code_collab_counts_calls_uses_and_passes_with_the_helper() -> None:
@@ -93,7 +110,9 @@ def test_code_collab_counts_calls_uses_and_passes_with_the_helper() -> None:
 def test_progress_bar_shows_the_step_just_finished() -> None:
     metrics = {"reward_mean": 2.5, "turn_2/pass_rate": 0.375, "helper_called": 0.125, "tokens_per_s": 231.4,
                "step_seconds": 61.7}
-    assert progress_numbers(metrics, 2) == {"reward": "2.50", "pass": "0.38", "helper": "0.12", "tok_s": "231",
+    headline = CodeCollabTask.headline_outcome
+    assert progress_numbers(metrics, 2, headline) == {"reward": "2.50", "pass": "0.38", "helper": "0.12", "tok_s": "231",
                                             "s_step": "62"}  # the step's own seconds: evaluations left out
+    assert "helper" not in progress_numbers(metrics, 2)  # a task without a headline outcome
     assert progress_numbers({**metrics, "eval/pass_at_1": 0.5}, 2)["eval"] == "0.500"
     assert progress_numbers({**metrics, "reward_vs_start": 0.25}, 2)["vs_start"] == "+0.25"

@@ -62,7 +62,7 @@ def test_update_follows_the_advantage_sign_per_agent(comp):
     assert adapter1, "agent 1's adapter parameters were not found by name"
     for _ in range(3):
         out = train_on_trees(comp, [node])
-        assert out["samples"] == 2.0 and torch.isfinite(torch.tensor(out["loss"]))
+        assert out.samples == 2.0 and torch.isfinite(torch.tensor(out.loss))
     after0, after1 = _logp(comp, s0), _logp(comp, s1)
     assert after0[0] > before0[0] + 0.05, (before0, after0)  # the +1 completion became likelier
     assert after0[1] < before0[1] - 0.05, (before0, after0)  # the -1 completion less likely

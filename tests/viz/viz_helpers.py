@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from comlrl.advantages import assign_advantages
-from comlrl.rollout import TreeShape, expand_trees, make_roots
+from comlrl.rollout import Scored, TreeShape, expand_trees, make_roots
 from comlrl.tree import backup_returns
 from comlrl.tree_records import NodeRecord, node_records
 
@@ -40,12 +40,12 @@ def synthetic_records(step: int = 1, mode: str = "align", num_agents: int = 2, g
                         else f"def f():\n    return {a * 10 + k}  # agent {a} sample {k}" for k in range(n)])
         return out
 
-    def score(pairs: list[tuple[Any, tuple[int, ...]]]) -> list[tuple[float, Any]]:
+    def score(pairs: list[tuple[Any, tuple[int, ...]]]) -> list[Scored]:
         out = []
         for node, act in pairs:
             j = node.joint.index(act)
             hot = node.turn == 2 and node.parent_action == 1
-            out.append((1.0 if hot else 0.25 + 0.1 * j, None))
+            out.append(Scored(1.0 if hot else 0.25 + 0.1 * j))
         return out
 
     def next_messages(pairs: list[tuple[Any, int]]) -> list[list[list[dict]]]:

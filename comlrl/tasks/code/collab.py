@@ -32,6 +32,7 @@ class CodeCollabTask(CodeTask):
     num_agents = 2
     role_names = ["helper", "main"]
     outcome_names = ("helper_called", "helper_used", "passed_with_helper")
+    headline_outcome = ("helper", "helper_called")
 
     def role_instructions(self, agent: int) -> str:
         if agent == 0:
