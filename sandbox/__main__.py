@@ -14,7 +14,8 @@ import json
 import sys
 from pathlib import Path
 
-from .executor import LEVELS, Sandbox, detect_isolation, pick_python
+from .executor import Sandbox
+from .isolation import LEVELS, detect_isolation, pick_python
 from .testparse import normalize_slice, parse_tests
 
 _MARK = {"passed": "PASS", "failed": "FAIL", "error": "ERR ", "timeout": "TIME", "not_run": "SKIP"}

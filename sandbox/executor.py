@@ -1,13 +1,12 @@
 """Run untrusted solutions against parsed tests in a pool of isolated worker processes.
 
 Each worker is a fresh interpreter (never a fork of the trainer, which may hold a 500 MB model) started
-once, inside bubblewrap when available; it forks a judge and a candidate per run (see `_worker.py`).
+once, inside bubblewrap when available (`sandbox.isolation`); it forks a judge and a candidate per run (see `_worker.py`).
 The parent only moves bytes: code and tests in, a verdict decided by the judge out.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import itertools
 import json
@@ -17,9 +16,7 @@ import queue
 import select
 import shutil
 import signal
-import stat
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -27,16 +24,16 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from .isolation import SandboxUnavailable, command, detect_isolation, pick_python
 from .results import AssertResult, ExecResult, SyntaxErrorInfo
 from .testparse import ParsedTests
 from .untrusted_source import check_compiles
 
 logger = logging.getLogger("sandbox")
 
-LEVELS = ("bwrap", "unshare", "subprocess")
 WORKER_SOURCE_PATH = Path(__file__).with_name("_worker.py")
 CACHE_VERSION = "3"  # bumped when a verdict for the same job can change
 # `timeout_s` limits the run's CPU time (load stretches the wall clock, not CPU time). The wall clock only ends
@@ -46,143 +43,8 @@ WALL_BACKSTOP_FACTOR, WALL_CAP_PER_BACKSTOP = 5.0, 4.0
 _WORKER_START_TIMEOUT_S = 30.0
 _RESULT_GRACE_S = 15.0  # past the wall-clock cap, before the parent declares the worker dead (covers cleanup)
 _MAX_JOBS_PER_WORKER = 20_000  # then the worker is replaced (~0.3 s), bounding what the judge accumulates
-_MASKED = ("/root", "/home", "/work", "/mnt", "/media", "/srv", "/run", "/var/tmp", "/opt", "/var/lib",
-           "/var/log", "/var/cache", "/var/mail", "/var/spool", "/boot", "/lost+found")
-_SYSTEM = ("/usr", "/etc", "/bin", "/lib", "/lib32", "/lib64", "/libx32", "/sbin", "/tmp", "/dev", "/proc", "/sys")
-_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER")
-_announced: set[str] = set()
-_probe_cache: dict[tuple[str, str], bool] = {}
 _uid_counter = itertools.count()
 _lock = threading.Lock()
-
-
-class SandboxUnavailable(RuntimeError):
-    """The requested isolation level cannot run on this machine."""
-
-
-# --------------------------------------------------------------------------------------- interpreter
-
-def _world_usable(path: str) -> bool:
-    """True when every directory down to `path` is searchable and the file readable by any user."""
-    p = Path(path)
-    try:
-        for parent in reversed(p.parents):
-            if not parent.stat().st_mode & stat.S_IXOTH:
-                return False
-        return bool(p.stat().st_mode & stat.S_IROTH)
-    except OSError:
-        return False
-
-
-@functools.cache
-def _stdlib_dir(python: str) -> str | None:
-    try:
-        out = subprocess.run([python, "-I", "-S", "-c", "import os; print(os.path.dirname(os.__file__))"],
-                             capture_output=True, text=True, timeout=20, env={"PATH": "/usr/bin:/bin"})
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip() if out.returncode == 0 else None
-
-
-@functools.cache
-def pick_python(explicit: str | None = None) -> str:
-    """Interpreter for the workers. As root, candidates run as an unprivileged uid that must be able to
-    read the interpreter and its stdlib (a root-owned pyenv under /root is not), so prefer the system one."""
-    if explicit:
-        return explicit
-    if os.geteuid() != 0:
-        return sys.executable
-    for cand in ("/usr/bin/python3", "/usr/local/bin/python3", shutil.which("python3") or "", sys.executable):
-        if not cand or not os.path.exists(cand):
-            continue
-        real = os.path.realpath(cand)
-        lib = _stdlib_dir(real)
-        if lib and _world_usable(real) and _world_usable(os.path.join(lib, "os.py")):
-            return real
-    logger.warning("no interpreter readable by an unprivileged uid found; candidates may fail to import")
-    return sys.executable
-
-
-def _masks(python: str) -> tuple[str, ...]:
-    return _masks_for(python, os.getcwd(), os.path.expanduser("~"))
-
-
-@functools.cache
-def _masks_for(python: str, cwd: str, home: str) -> tuple[str, ...]:
-    """Host directories hidden behind empty tmpfs in the bwrap sandbox (never the interpreter's own)."""
-    real = os.path.realpath(python)
-    lib = _stdlib_dir(real) or ""
-    needed = [real, lib]
-    extra = [cwd, home, str(Path(__file__).resolve().parent.parent)]
-    out = []
-    for path in list(_MASKED) + extra:
-        path = os.path.realpath(path)
-        if path == "/" or any(path == p or path.startswith(p + "/") for p in _SYSTEM):
-            continue  # never hide the system itself (and /tmp is a private tmpfs already)
-        if not os.path.isdir(path) or any(path == o or path.startswith(o + "/") for o in out):
-            continue
-        if any(n == path or n.startswith(path + os.sep) for n in needed if n):
-            continue
-        out.append(path)
-    return tuple(out)
-
-
-# ------------------------------------------------------------------------------------------ isolation
-
-def _command(level: str, python: str, source: str, cfg: dict, tmpfs_bytes: int) -> list[str]:
-    tail = [python, "-I", "-S", "-B", "-c", source, json.dumps(cfg)]
-    root = os.geteuid() == 0
-    if level == "bwrap":
-        ns = (["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
-              if root else ["--unshare-all"])
-        argv = ["bwrap", *ns, "--die-with-parent", "--new-session", "--ro-bind", "/", "/", "--dev", "/dev",
-                "--proc", "/proc", "--perms", "0755", "--size", str(tmpfs_bytes), "--tmpfs", "/tmp"]
-        for path in _masks(python):
-            argv += ["--tmpfs", path]
-        argv += ["--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8"]
-        if root:
-            argv += ["--cap-drop", "ALL"]
-            for cap in _CAPS:
-                argv += ["--cap-add", cap]
-        return argv + ["--chdir", "/tmp", *tail]
-    if level == "unshare":
-        return ["unshare", "--net", "--ipc", "--uts", *([] if root else ["--map-root-user"]), "--", *tail]
-    return tail
-
-
-def _probe(level: str, python: str) -> bool:
-    key = (level, python)
-    if key not in _probe_cache:
-        if level != "subprocess" and shutil.which("bwrap" if level == "bwrap" else "unshare") is None:
-            _probe_cache[key] = False
-        else:
-            argv = _command(level, python, "pass", {}, 1 << 20)
-            try:
-                rc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=30,
-                                    env={"PATH": "/usr/bin:/bin"}).returncode
-            except (OSError, subprocess.TimeoutExpired):
-                rc = -1
-            _probe_cache[key] = rc == 0
-    return _probe_cache[key]
-
-
-def detect_isolation(requested: str = "auto", python: str | None = None) -> str:
-    """Strongest available level for `requested` ("auto" tries bwrap, then unshare, then subprocess)."""
-    if requested not in ("auto", *LEVELS):
-        raise ValueError(f"isolation={requested!r} is not allowed; expected auto, bwrap, unshare or subprocess")
-    python = pick_python(python)
-    order = LEVELS if requested == "auto" else (requested,)
-    for level in order:
-        if _probe(level, python):
-            if level not in _announced:
-                _announced.add(level)
-                log = logger.info if level == "bwrap" else logger.warning
-                weaker = " (bubblewrap unavailable: weaker isolation)" if requested == "auto" else " (as requested)"
-                log("sandbox isolation level: %s%s (python %s, %s)", level,
-                    "" if level == "bwrap" else weaker, python,
-                    "uid drop" if os.geteuid() == 0 else "no uid drop (not root)")
-            return level
-    raise SandboxUnavailable(f"isolation level {requested!r} is not available on this machine")
 
 
 # ---------------------------------------------------------------------------------------------- worker
@@ -228,7 +90,7 @@ class _Worker:
             cfg = {"scratch": os.path.join(self.base, "run"), "io_dir": os.path.join(self.base, "io"),
                    "uid": uid, "pid_ns": False, "prctl": True}
         self.uid = uid
-        self.argv = _command(level, python, source, cfg, tmpfs_bytes)
+        self.argv = command(level, python, source, cfg, tmpfs_bytes)
         self.jobs = 0
 
     def start(self) -> None:
@@ -326,6 +188,17 @@ def syntax_error_of(code: str) -> SyntaxErrorInfo | None:
     return None
 
 
+@dataclass
+class SandboxConfig:
+    """The `sandbox` config section: what `Sandbox` is built with (`Sandbox.of`)."""
+
+    workers: int = 0  # 0 = one per core
+    timeout_s: float = 5.0
+    memory_mb: int = 512
+    isolation: str = "auto"  # auto | bwrap | unshare | subprocess
+    cache: bool = True
+
+
 class Sandbox:
     """Pool of isolated workers with batch submission and a content-addressed result cache.
 
@@ -379,6 +252,12 @@ class Sandbox:
         self._closed = False
 
     # -- public API ------------------------------------------------------------------------------------
+    @classmethod
+    def of(cls, cfg: SandboxConfig, workers: int | None = None) -> Sandbox:
+        """The sandbox of a `sandbox` config section; `workers` (when given) replaces cfg.workers=0."""
+        return cls(workers=cfg.workers or workers, timeout_s=cfg.timeout_s, memory_mb=cfg.memory_mb,
+                   isolation=cfg.isolation, cache=cfg.cache)
+
     @property
     def isolation(self) -> str:
         return self._level

@@ -142,7 +142,8 @@ def _top_level_flow(body: Sequence[ast.stmt]) -> bool:
 
 def _segment(source: str, lines: list[str], node: ast.stmt) -> str:
     """Source text of a statement, starting at column 0, keeping string contents byte for byte."""
-    decorators = getattr(node, "decorator_list", None) or []
+    defs = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+    decorators = node.decorator_list if isinstance(node, defs) else []
     first = min([node.lineno] + [d.lineno for d in decorators])
     end = node.end_lineno or node.lineno
     if decorators:

@@ -1,11 +1,11 @@
-"""No module over MAX_LINES: small modules with one job (issue 16)."""
+"""No module over MAX_LINES: small modules with one job (issue 16; 450 since issue 25)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MAX_LINES = 500
+MAX_LINES = 450
 EXEMPT = {"sandbox/_worker.py"}  # the sandbox worker is stdlib-only and runs as one file in the child process
 
 

@@ -21,10 +21,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from comlrl.cli.trace_backends import make_backend
 from comlrl.console import quiet_console
 from comlrl.registry import import_plugins
 from comlrl.tasks.base import Problem
-from comlrl.tasks.tool_agent.backends import BackendError, make_backend
+from comlrl.tasks.tool_agent.backends import BackendError
 from comlrl.tasks.tool_agent.environment import ToolEnvironment, load_edge_tests, record_edge_tests
 from comlrl.tasks.tool_agent.episodes import EpisodeSettings, dumps, run_episodes
 

@@ -21,6 +21,7 @@ from llm_server import OllamaServer, ollama_tokens
 from scripted_server import ScriptedModel
 
 from comlrl.cli.generate_traces import main as generate_traces
+from comlrl.cli.trace_backends import make_backend
 from comlrl.config import ExternalConfig
 from comlrl.llm.ollama_client import (
     OllamaChat,
@@ -33,7 +34,7 @@ from comlrl.llm.ollama_client import (
 from comlrl.tasks.actions.checks import CheckResult
 from comlrl.tasks.actions.judge import JudgeOptions, JudgeRequest, LLMJudge, make_judge
 from comlrl.tasks.datasets import load_problems
-from comlrl.tasks.tool_agent.backends import BackendError, ServerBackend, make_backend, parse_backend
+from comlrl.tasks.tool_agent.backends import BackendError, ServerBackend, parse_backend
 from comlrl.tasks.tool_agent.call_format import STOP_SEQUENCES
 from feedback import FeedbackMetrics, make_expert
 from feedback.experts import ExpertError, parse_spec

@@ -4,7 +4,8 @@ Small models wrap code in prose, use several ``` fences (solution, then usage), 
 token limit, repeat the signature line, or answer with a bare function body. The extractor keeps what
 can run: imports, functions, classes and constant assignments; it drops top-level calls, prints,
 asserts and `__main__` blocks, because those would run (and might crash or hang) before the tests.
-When nothing parses it returns the raw candidate, so the reward can still see a syntax error.
+When nothing parses it returns the raw candidate, so the reward can still see a syntax error (after the
+repairs of `comlrl.tasks.code.salvage`).
 """
 
 from __future__ import annotations
@@ -16,20 +17,15 @@ import textwrap
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from sandbox.untrusted_source import parse
+from comlrl.tasks.code.salvage import drop_prose, fix_repeated_headers, parses, salvage
+
+__all__ = ["Extracted", "decorators", "drop_prose", "extract", "extract_code", "fix_repeated_headers",
+           "function_header", "salvage", "split_fences"]
 
 MAX_CHARS = 60_000  # completions are a few hundred tokens; refuse to spend time on pathological input
-MAX_SALVAGE_STEPS = 400
-
 _SPECIAL_TOKEN = re.compile(r"<\|[A-Za-z0-9_\-]{1,40}\|>|</?s>")
 _FENCE_OPEN = re.compile(r"^\s*(`{3,}|~{3,})\s*([\w+#.\-]*)[^`]*$")
 _PY_LANGS = {"", "python", "py", "python3", "py3", "python2", "ipython", "pycon", "sage"}
-_CODE_START = re.compile(
-    r"^(?:(?:def|async|class|import|from|if|elif|else|for|while|try|except|finally|with|return|raise|pass"
-    r"|break|continue|assert|global|nonlocal|del|yield|lambda|print)\b|@|#|[)\]}]|\"|')"
-)
-_ASSIGN_OR_CALL = re.compile(r"^[A-Za-z_][\w.]*\s*(?:\[[^\]]*\]\s*)?(?:[-+*/%&|^]?=(?!=)|:\s*[\w\[\]., |]+=|\()")
-_DEF_HEADER = re.compile(r"^(\s*)(?:async\s+)?def\s+([A-Za-z_]\w*)\s*\(")
 _LOOKS_LIKE_CODE = re.compile(r"^\s*(?:async\s+def|def|class|import|from|return)\s", re.M)
 _TOP_DEF = re.compile(r"^(?:async\s+def|def|class)\s", re.M)
 _BUILTINS = set(dir(builtins))
@@ -83,142 +79,6 @@ def split_fences(text: str) -> tuple[list[tuple[str, str]], str]:
     return blocks, "\n".join(outside)
 
 
-def _parses(code: str) -> ast.Module | None:
-    try:
-        return parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
-        return None
-
-
-def _syntax_error_line(code: str) -> int | None:
-    try:
-        parse(code)
-    except SyntaxError as exc:
-        return exc.lineno
-    except (ValueError, RecursionError, MemoryError, OverflowError):
-        return None
-    return None
-
-
-def _is_code_line(stripped: str) -> bool:
-    """Whether a column-0 line can start Python code (prose like 'Here is the code:' cannot)."""
-    if not stripped:
-        return True
-    if not (_CODE_START.match(stripped) or _ASSIGN_OR_CALL.match(stripped)):
-        return False
-    if re.match(r"(?:async\s+)?def\s|class\s|import\s|from\s", stripped):
-        return True  # a broken definition is the model's syntax error, not prose to hide
-    if stripped[-1] in ":,([{\\" or stripped.startswith(("#", "@", ")", "]", "}", '"', "'")):
-        return True
-    return _parses(stripped) is not None
-
-
-def drop_prose(code: str) -> str:
-    """Remove column-0 lines that are not Python (explanations between or around code)."""
-    out: list[str] = []
-    in_string: str | None = None
-    for line in code.split("\n"):
-        if in_string is None and line[:1] not in (" ", "\t") and not _is_code_line(line.strip()):
-            continue
-        out.append(line)
-        for quote in ('"""', "'''"):
-            if line.count(quote) % 2 == 1 and in_string in (None, quote):
-                in_string = None if in_string == quote else quote
-    return "\n".join(out)
-
-
-def fix_repeated_headers(code: str) -> str:
-    """Drop a `def` line whose body is missing because the signature was written twice."""
-    lines = code.split("\n")
-    out: list[str] = []
-    for i, line in enumerate(lines):
-        m = _DEF_HEADER.match(line)
-        if m and line.rstrip().endswith(":"):
-            nxt = next((lines[j] for j in range(i + 1, len(lines)) if lines[j].strip()), None)
-            m2 = _DEF_HEADER.match(nxt) if nxt is not None else None
-            if m2 and m2.group(1) == m.group(1) and m2.group(2) == m.group(2):
-                continue
-        out.append(line)
-    return "\n".join(out)
-
-
-def indent_missing_bodies(code: str) -> str:
-    """Indent the body of a top-level `def` whose body was written at column 0."""
-    lines = code.split("\n")
-    out: list[str] = []
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        out.append(line)
-        i += 1
-        m = _DEF_HEADER.match(line)
-        if not (m and not m.group(1) and line.rstrip().endswith(":")):
-            continue
-        j = i
-        while j < len(lines) and not lines[j].strip():
-            j += 1
-        if j >= len(lines) or lines[j][:1] in (" ", "\t"):
-            continue
-        while i < len(lines) and not re.match(r"^(def|async\s+def|class|@|import|from)\b", lines[i]):
-            out.append("    " + lines[i] if lines[i].strip() else lines[i])
-            i += 1
-    return "\n".join(out)
-
-
-def _truncate_to_parse(code: str) -> str | None:
-    """Cut from the first syntax error (or the last line) until the rest parses: output cut mid-way."""
-    lines = code.rstrip().split("\n")
-    for _ in range(MAX_SALVAGE_STEPS):
-        if not lines:
-            return None
-        candidate = "\n".join(lines)
-        if _parses(candidate) is not None:
-            return candidate
-        lineno = _syntax_error_line(candidate)
-        if lineno is not None and 1 < lineno <= len(lines):
-            lines = lines[: lineno - 1]
-        else:
-            lines = lines[:-1]
-        while lines and not lines[-1].strip():
-            lines.pop()
-    return None
-
-
-def _expand_tabs(code: str) -> str:
-    """Tabs as 4 spaces (what models mean), or 8 (what Python means) when only that parses."""
-    four = code.expandtabs(4)
-    if _parses(four) is None and _parses(code.expandtabs(8)) is not None:
-        return code.expandtabs(8)
-    return four
-
-
-def salvage(code: str) -> tuple[str, list[str]] | None:
-    """The code made parseable with the fewest repairs, and the repairs made; None when hopeless."""
-    code = textwrap.dedent(code).strip("\n")
-    if not code.strip():
-        return None
-    notes: list[str] = []
-    if _parses(code) is not None:
-        return code, notes
-    for name, repair in (
-        ("tabs", _expand_tabs),
-        ("prose", drop_prose),
-        ("repeated_def", fix_repeated_headers),
-        ("body_indent", indent_missing_bodies),
-    ):
-        repaired = repair(code)
-        if repaired != code:
-            code = textwrap.dedent(repaired).strip("\n")
-            notes.append(name)
-            if _parses(code) is not None:
-                return code, notes
-    cut = _truncate_to_parse(code)
-    if cut is None:
-        return None
-    notes.append("truncated")
-    return cut, notes
-
-
 def _calls(node: ast.AST) -> set[str]:
     return {
         n.func.id
@@ -243,8 +103,11 @@ def _bound_names(node: ast.stmt) -> set[str]:
         return {(a.asname or a.name).split(".")[0] for a in node.names}
     if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
         return {node.name}
-    targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
-    return {t.id for tgt in targets if tgt is not None for t in ast.walk(tgt) if isinstance(t, ast.Name)}
+    if isinstance(node, ast.Assign):
+        targets = node.targets
+    else:
+        targets = [node.target] if isinstance(node, ast.AnnAssign | ast.AugAssign | ast.For | ast.AsyncFor) else []
+    return {t.id for tgt in targets for t in ast.walk(tgt) if isinstance(t, ast.Name)}
 
 
 def _keep_statement(node: ast.stmt, defined: set[str], known: set[str]) -> bool:
@@ -266,8 +129,13 @@ def _keep_statement(node: ast.stmt, defined: set[str], known: set[str]) -> bool:
     return False
 
 
+def decorators(node: ast.stmt) -> list[ast.expr]:
+    """A definition's decorators (none for other statements): where its source starts."""
+    return node.decorator_list if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) else []
+
+
 def _segment(lines: list[str], node: ast.stmt) -> str:
-    start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+    start = min([node.lineno] + [d.lineno for d in decorators(node)])
     end = node.end_lineno or node.lineno
     return "\n".join(lines[start - 1 : end])
 
@@ -375,7 +243,7 @@ def _wrap_body(body: str, header: str) -> str | None:
     saved = salvage(code)
     if saved is None:
         return None
-    tree = _parses(saved[0])
+    tree = parses(saved[0])
     if tree is None or not tree.body:
         return None
     fn = tree.body[0]
@@ -439,7 +307,7 @@ def _extract(text: str, entry_point: str | None, header: str | None, exclude: tu
             if saved is None:
                 continue
             code, repairs = saved
-            tree = _parses(code)
+            tree = parses(code)
             if tree is None:
                 continue
             parts.extend(_definitions(code, tree))
@@ -451,7 +319,7 @@ def _extract(text: str, entry_point: str | None, header: str | None, exclude: tu
                 wrapped = _wrap_body(cand, header)
                 if wrapped is None:
                     continue
-                tree = _parses(wrapped)
+                tree = parses(wrapped)
                 if tree is None:
                     continue
                 more = parts + _definitions(wrapped, tree)

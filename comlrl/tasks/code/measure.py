@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from comlrl.config import SandboxConfig
 from comlrl.llm.local_model import load_model, sample
 from comlrl.tasks.base import Problem
 from comlrl.tasks.code.single import CodeSingleTask
@@ -35,11 +34,9 @@ def passes(task: CodeSingleTask, problem: Problem, completions: Sequence[str]) -
 
 def measure_sandbox() -> Any:
     """The sandbox training uses by default (`sandbox.*` defaults of comlrl/config.py)."""
-    from sandbox.executor import Sandbox
+    from sandbox.executor import Sandbox, SandboxConfig
 
-    cfg = SandboxConfig()
-    return Sandbox(workers=cfg.workers or None, timeout_s=cfg.timeout_s, memory_mb=cfg.memory_mb,
-                   isolation=cfg.isolation, cache=cfg.cache)
+    return Sandbox.of(SandboxConfig())
 
 
 def canonical_code(problem: Problem) -> str:

@@ -2,6 +2,7 @@
 or a provider registered with `comlrl.registry.register_provider`.
 
     local:<model>                          AgentPolicies (alias, HF dir, .gguf), batched HF generate
+                                           (comlrl/cli/trace_backends.py: it loads the trained model's stack)
     openai-compatible:<model>@<base_url>   official `openai` SDK against Ollama's /v1, vLLM, llama.cpp...
                                            key from $OPENAI_COMPATIBLE_API_KEY (optional)
     ollama:<model>@<base_url>              Ollama's native /api/chat (comlrl.llm.ollama_client), with
@@ -23,7 +24,6 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 from comlrl.llm import (
     ChatResult,
@@ -62,7 +62,7 @@ class ChatBackend(ABC):
         self.close()
 
 
-def _first_stop(text: str, stop: Sequence[str]) -> str | None:
+def first_stop(text: str, stop: Sequence[str]) -> str | None:
     """The stop sequence that occurs earliest in `text` (the one generation stopped on)."""
     found = [(text.find(s), s) for s in stop if s and s in text]
     return min(found)[1] if found else None
@@ -72,53 +72,6 @@ def continued(messages: Messages, text: str) -> str:
     """The whole answer: a trailing assistant message (the prefix the server continued) plus its continuation."""
     prefix = messages[-1]["content"] if messages and messages[-1].get("role") == "assistant" else ""
     return prefix + text
-
-
-class LocalBackend(ChatBackend):
-    """The trainable model (`comlrl.policy.AgentPolicies`), one agent; stop strings cut generation."""
-
-    def __init__(self, policies: Any, agent: int = 0, *, greedy: bool = False, logprobs: bool = False,
-                 name: str = "local") -> None:
-        self.policies, self.agent, self.greedy, self.logprobs, self.name = policies, agent, greedy, logprobs, name
-
-    @classmethod
-    def from_model(cls, model: str, *, max_new_tokens: int = 256, temperature: float = 0.7, top_p: float = 1.0,
-                   max_prompt_tokens: int = 2048, dtype: str = "float32", greedy: bool = False,
-                   logprobs: bool = False) -> LocalBackend:
-        """A full (no adapter) model for generation only."""
-        from comlrl.config import AgentsConfig, ModelConfig
-        from comlrl.policy import AgentPolicies
-
-        cfg = ModelConfig(name=model, dtype=dtype, max_new_tokens=max_new_tokens, temperature=temperature,
-                          top_p=top_p, max_prompt_tokens=max_prompt_tokens)
-        policies = AgentPolicies(cfg, AgentsConfig(mode="full"), 1)
-        policies.module.eval()
-        return cls(policies, 0, greedy=greedy, logprobs=logprobs, name=f"local:{model}")
-
-    def complete(self, conversations: Sequence[Messages], *, stop: Sequence[str] = ()) -> list[ChatResult]:
-        if not conversations:
-            return []
-        rows = self.policies.generate([(self.agent, list(m)) for m in conversations], 1, greedy=self.greedy,
-                                      stop_strings=tuple(stop))
-        self.policies.report_truncations(self.name)  # one line per batch for the prompts it had to cut
-        samples = [row[0] for row in rows]
-        lps: list[tuple[float, ...] | None] = [None] * len(samples)
-        if self.logprobs:
-            import torch
-
-            with torch.no_grad():
-                values, mask = self.policies.token_logprobs(samples)
-            for i in range(len(samples)):
-                n = int(mask[i].sum())
-                lps[i] = tuple(round(float(v), 6) for v in values[i, :n])
-        tok = self.policies.tokenizers[self.agent]
-        out = []
-        for s, lp in zip(samples, lps, strict=True):
-            hit = _first_stop(s.text, stop) if s.finished else None
-            tokens = tuple(tok.decode([t]) for t in s.completion_ids[: len(lp)]) if lp is not None else None
-            out.append(ChatResult(s.text, "stop" if s.finished else "length", hit, tokens, lp,
-                                  len(s.prompt_ids), len(s.completion_ids)))
-        return out
 
 
 class ServerBackend(ChatBackend):
@@ -170,15 +123,3 @@ def parse_backend(spec: str) -> tuple[str, str, str | None]:
     except LLMError as exc:
         raise BackendError(f"backend error: {exc}") from None
     return parsed.provider, parsed.model, parsed.base_url
-
-
-def make_backend(spec: str, *, max_tokens: int = 512, temperature: float = 0.7, top_p: float = 1.0,
-                 logprobs: bool = False, greedy: bool = False, concurrency: int = 4, timeout_s: float = 120.0,
-                 max_prompt_tokens: int = 2048, seed: int | None = None) -> ChatBackend:
-    """A backend from its spec (see the module docstring)."""
-    kind, model, _ = parse_backend(spec)
-    if kind == "local":
-        return LocalBackend.from_model(model, max_new_tokens=max_tokens, temperature=temperature, top_p=top_p,
-                                       max_prompt_tokens=max_prompt_tokens, greedy=greedy, logprobs=logprobs)
-    return ServerBackend(spec, max_tokens=max_tokens, temperature=0.0 if greedy else temperature, top_p=top_p,
-                         logprobs=logprobs, timeout_s=timeout_s, concurrency=concurrency, seed=seed)
