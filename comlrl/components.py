@@ -78,16 +78,14 @@ def build(cfg: RunConfig, for_training: bool = True, log_with: list[Any] | None 
     torch.set_num_threads(cfg.training.torch_threads or cpu_share())
     random.seed(cfg.training.seed)
     torch.manual_seed(cfg.training.seed)
-    workers = cfg.sandbox.workers or max(1, (os.cpu_count() or 1) // acc.num_processes)
-    sandbox = Sandbox(workers=workers, timeout_s=cfg.sandbox.timeout_s, memory_mb=cfg.sandbox.memory_mb,
-                      isolation=cfg.sandbox.isolation, cache=cfg.sandbox.cache)
+    sandbox = Sandbox.of(cfg.sandbox, workers=max(1, (os.cpu_count() or 1) // acc.num_processes))
     task = build_task(cfg.task, sandbox)
     # reward functions declare no range: with them any threshold may be reached
     validate_threshold(cfg, (-math.inf, math.inf) if task.reward_terms else task.reward_range)
     train, evalset = task.load(cfg.dataset)
     if not train:
         raise ValueError(f"dataset {cfg.dataset.name!r} has no training problems")
-    feedback = FeedbackBridge(cfg)
+    feedback = FeedbackBridge(cfg.external)
     # tool agents stop after </tool_call> so nothing the model writes past it is trained on
     policies = AgentPolicies(cfg.model, cfg.agents, cfg.magrpo.num_agents,
                              stop_strings=task.stop_strings, head_messages=task.head_messages)

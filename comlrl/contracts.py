@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from comlrl.tree import Node
@@ -33,6 +33,22 @@ class Problem:
     entry_point: str
     test: str
     canonical_solution: str | None = None
+
+
+@dataclass
+class TaskConfig:
+    """The `task` config section every task is built from. Beside these keys it holds one options section
+    per registered task that declares an `options_type` (`task.<task name>.*`, added by
+    `comlrl.config.run_schema`); `options()` is the chosen task's."""
+
+    name: str = "code_collab"  # code_collab | code_coop (N=2) | code_single | tool_agent (N=1) | actions (N=2) | registered
+    reward: str = "levels"  # code tasks: levels (docs/rewards.md) | a reward registered by a plugins module
+    reward_funcs: list[str] = field(default_factory=list)  # module:function, TRL-style (comlrl/reward_funcs.py)
+    reward_weights: list[float] | None = None  # one per reward function; null = 1 each
+
+    def options(self) -> Any:
+        """The options section of the chosen task (`task.<name>`), None for a task without options."""
+        return vars(self).get(self.name)
 
 
 @runtime_checkable
@@ -100,19 +116,32 @@ class Task(ABC):
     outcome_names: tuple[str, ...] = ()  # the keys of `outcome_counts`
     headline_outcome: tuple[str, str] | None = None  # (label, outcome name) the progress bar shows per step
     reward_terms: Any = None  # comlrl.reward_funcs.RewardTerms of task.reward_funcs (set by build_task)
+    options_type: type | None = None  # the dataclass of its options, `task.<name>.*` (None: it has none)
 
     @classmethod
-    def agents_for(cls, task_cfg: Any) -> int:
+    def validate_options(cls, options: Any) -> None:
+        """Raise `comlrl.errors.ConfigError` naming `task.<name>.<key>` for a value its type allows but the
+        task cannot use (called at load time, for the chosen task only)."""
+        return None
+
+    @classmethod
+    def resolve_options(cls, options: Any, num_turns: int) -> Any:
+        """The options the run uses: a copy with defaults that depend on the run filled in (the actions
+        task's max_turns: null = magrpo.num_turns); `options` itself is left unchanged."""
+        return options
+
+    @classmethod
+    def agents_for(cls, task_cfg: TaskConfig) -> int:
         """How many agents this task has under the `task` config section (magrpo.num_agents must match)."""
         return cls.num_agents
 
     @classmethod
-    def roles_for(cls, task_cfg: Any) -> list[str]:
+    def roles_for(cls, task_cfg: TaskConfig) -> list[str]:
         """The role names under the `task` config section (what exports call the agents)."""
         return list(cls.role_names)
 
     @classmethod
-    def from_config(cls, task_cfg: Any, sandbox: Any) -> Task:
+    def from_config(cls, task_cfg: TaskConfig, sandbox: Any) -> Task:
         """The task for the `task` config section, scoring through `sandbox` (how `build_task` makes
         every registered task; override to read options such as `task.<name>.*`)."""
         return cls(sandbox)  # type: ignore[call-arg]
@@ -137,6 +166,11 @@ class Task(ABC):
         """The problem text agent `agent` sees in every turn: the shared `problem.prompt`, unless the task
         splits the specification between its agents (code_coop: only the helper sees its rule)."""
         return str(problem.prompt)
+
+    def shown_codes(self, history: list[list[str]], reward: Any) -> list[list[str]] | None:
+        """What the next turn's prompt shows of each response in `history` (per agent, per turn): the code
+        the reward scored (code tasks), or None to show the responses as written."""
+        return None
 
     def revise_instructions(self, agent: int) -> str:
         """The role text of the prompts after turn 1, where an agent also sees its teammates' code."""
@@ -172,7 +206,7 @@ class Task(ABC):
         and every other column of the data set's row); default: the fields of a dataclass problem."""
         if not is_dataclass(problem):
             return "", {}
-        columns = {f.name: getattr(problem, f.name) for f in fields(problem)}
+        columns = {f.name: vars(problem)[f.name] for f in fields(problem)}
         return columns.pop("prompt", ""), columns
 
     def transition(self, configured: Transition) -> Transition:

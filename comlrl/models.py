@@ -1,4 +1,6 @@
-"""Where model weights come from: aliases, local HF dirs, GGUF files, hub ids, all turned into a local dir.
+"""Where model weights come from: aliases, local HF dirs, GGUF files, hub ids, all turned into a local dir,
+and the one loader of a causal LM and its tokenizer. It owns the `model` and `agents` config sections (what to
+load, how the agents are shaped) and imports nothing else of comlrl, so every layer may load a model.
 
 GGUF loads take ~25 s (dequantisation) against ~2 s for a plain HF dir, so a GGUF is converted once into
 `<cache>/<key>/` and reused. Conversion writes into a temporary dir and renames it into place, so a
@@ -15,19 +17,57 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from filelock import FileLock
 
-from comlrl.config import EMBEDDED_MODEL
-
 log = logging.getLogger(__name__)
 
+EMBEDDED_MODEL = "smollm2-135m-instruct"  # the default model.name: SmolLM2-135M-Instruct, shipped as a GGUF
+DTYPES = ("float32", "bfloat16")  # model.dtype
+AGENT_MODES = ("lora", "full")  # agents.mode: comlrl/policy/loading.py builds each
 TINY_RANDOM = "tiny-random"
 # cache key of the tiny model's current architecture (a new key when it changes, so stale caches are not used)
 TINY_RANDOM_KEY = "tiny-random-hd32"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 ALIASES = (EMBEDDED_MODEL, TINY_RANDOM)
+
+
+@dataclass
+class ModelConfig:
+    """The `model` section: which model the agents start from, how it loads and how it samples."""
+
+    name: str = EMBEDDED_MODEL  # alias, local HF dir, .gguf file, or hub id (when online)
+    dtype: str = "float32"  # float32 | bfloat16
+    cache_dir: str | None = None  # where converted models live; default ~/.cache/comlrl/models
+    max_prompt_tokens: int = 768
+    max_new_tokens: int = 160
+    temperature: float = 0.8
+    top_p: float = 1.0
+    top_k: int = 50  # transformers' default, explicit so a library default cannot move it; 0 = off
+    gradient_checkpointing: bool = False
+
+
+@dataclass
+class LoraConfig:
+    """`agents.lora`: one adapter per agent on the shared base."""
+
+    r: int = 8
+    alpha: int = 16
+    dropout: float = 0.0
+    # a list of module names, or one string as peft takes it: "all-linear" or a regex over module names
+    target_modules: Any = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+
+
+@dataclass
+class AgentsConfig:
+    """The `agents` section: the agents' shape (comlrl/policy/loading.py builds each mode)."""
+
+    mode: str = "lora"  # lora: one frozen base + one adapter per agent | full: a full model per agent
+    models: list[str] | None = None  # full mode only: one model name per agent (heterogeneous agents)
+    lora: LoraConfig = field(default_factory=LoraConfig)
 
 
 class ModelError(ValueError):
@@ -214,6 +254,6 @@ def load_model(path: str, dtype: str = "float32"):
     from transformers import AutoModelForCausalLM
 
     try:
-        return AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
+        return AutoModelForCausalLM.from_pretrained(path, dtype={"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype])
     except Exception as exc:
         raise _fail(path, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc

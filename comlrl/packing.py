@@ -13,7 +13,7 @@ Pure: builds index tensors only; the model forward that consumes them lives in `
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 
@@ -49,7 +49,7 @@ class PackedBatch:
         return int(self.row_lengths.sum())
 
     def to(self, device: torch.device | str) -> PackedBatch:
-        return PackedBatch(*(getattr(self, f).to(device) for f in self.__dataclass_fields__))
+        return PackedBatch(*(vars(self)[f.name].to(device) for f in fields(self)))
 
 
 def prompt_groups(prompts: Sequence[tuple[int, tuple[int, ...]]], share: bool) -> list[list[int]]:

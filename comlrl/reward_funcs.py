@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from comlrl.contracts import Reward
+from comlrl.errors import ConfigError
 
 __all__ = ["RewardFunctionError", "RewardTerm", "RewardTerms", "call_name", "checked_values", "component_name", "resolve"]
 
@@ -43,8 +44,6 @@ def call_name(fn: Callable[..., Any]) -> str:
 
 def resolve(spec: str, key: str = "task.reward_funcs") -> Callable[..., Any]:
     """The function `module:name` names (imported now); a bad spec is one config error naming `key`."""
-    from comlrl.config import ConfigError
-
     module, sep, name = str(spec).partition(":")
     if not sep or not module.strip() or not name.strip():
         raise ConfigError(f"config error: {key}: {spec!r} is not allowed; expected module:function")
@@ -95,6 +94,21 @@ class RewardTerm:
     @property
     def name(self) -> str:
         return component_name(self.spec)
+
+
+def validate_specs(funcs: Sequence[str], weights: Sequence[float] | None) -> None:
+    """task.reward_funcs import and name distinct functions; task.reward_weights match them."""
+    names: dict[str, str] = {}
+    for spec in funcs:
+        resolve(spec)
+        name = component_name(spec)
+        if name in names:
+            raise ConfigError(f"config error: task.reward_funcs: {spec!r} and {names[name]!r} are both named {name!r} "
+                              "(each function's name is its component in the rewards); rename one")
+        names[name] = spec
+    if weights is not None and (len(weights) != len(funcs) or not all(math.isfinite(w) for w in weights)):
+        raise ConfigError(f"config error: task.reward_weights={list(weights)!r} is not allowed; expected "
+                          f"{len(funcs)} finite numbers (one per task.reward_funcs entry) or null")
 
 
 class RewardTerms:

@@ -7,14 +7,14 @@
     metrics()              counters for the trainer's logger (prompts per mode, expert calls,
                            failures, fallbacks, tokens, cost)
 
-Imports go one way: feedback may import sandbox, the LLM client stack `comlrl.llm` and the config schema
-`comlrl.config`, nothing else of comlrl.
+Imports go one way: feedback may import sandbox, the LLM client stack `comlrl.llm` and `comlrl.errors`,
+nothing else of comlrl; it owns its config section (`ExternalConfig`, `external.*`).
 """
 
 from __future__ import annotations
 
 from feedback.build import MODES, build_next_messages
-from feedback.context import FeedbackContext, FeedbackOptions
+from feedback.context import ExternalConfig, FeedbackContext, FeedbackOptions
 from feedback.counters import FeedbackMetrics, default_metrics, metrics
 from feedback.experts import ExpertClient, ExpertError, FunctionExpert, make_expert, parse_edits
 from feedback.results import AgentAnalysis, CodeResults
@@ -25,6 +25,7 @@ __all__ = [
     "CodeResults",
     "ExpertClient",
     "ExpertError",
+    "ExternalConfig",
     "FeedbackContext",
     "FeedbackMetrics",
     "FeedbackOptions",

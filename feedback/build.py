@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from comlrl.config import ExternalConfig
 from feedback import expert_edits, level_feedback, level_passed, passed, plain
-from feedback.context import FeedbackContext, FeedbackOptions, Messages
+from feedback.context import ExternalConfig, FeedbackContext, FeedbackOptions, Messages
 from feedback.counters import FeedbackMetrics, default_metrics
 from feedback.results import CodeResults
 

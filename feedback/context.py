@@ -9,13 +9,44 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from comlrl.config import ExternalConfig
+from comlrl.errors import require
 from feedback.results import CodeResults
 
 SLICE_OF = ("tests", "failing")
 CONTEXTS = ("minimal", "full")
 Message = dict[str, str]
 Messages = list[Message]
+
+
+@dataclass
+class ExternalConfig:
+    """The `external` config section: how the next turn's prompts are built (docs/feedback.md)."""
+
+    mode: str = "level_feedback"  # level_feedback | level_passed | passed | plain | expert_edits | registered
+    sandbox_slice: Any = 1  # 1 first assert, n>0 first n, 0/null/'all' all, n<0 last |n|
+    sandbox_slice_of: str = "tests"  # tests: slice all eval asserts (with outcomes) | failing: only failing ones
+    passed_context: str = "minimal"  # passed/level_passed: minimal (own code + outcome) | full (+ teammates, history)
+    include_original_prompt: bool = True
+    include_history: bool = True
+    expert_edits_model: str = "deepseek:deepseek-coder"
+    expert_fallback: str = "level_feedback"
+    expert_timeout_s: float = 60.0
+    expert_max_retries: int = 3  # the SDK's transport retries, and retries of a reply that does not parse
+    expert_concurrency: int = 4
+    expert_max_tokens: int = 512
+    expert_cache_dir: str | None = None  # null = ~/.cache/comlrl/expert_edits, "off" disables
+
+
+def normalize_slice(value: Any) -> int | None:
+    """`external.sandbox_slice` as an int (first n / last |n|) or None for all asserts."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("all", "none", "null")):
+        return None
+    try:
+        n = int(value) if isinstance(value, int | str) and not isinstance(value, bool) else None
+    except ValueError:
+        n = None
+    require(n is not None, "external.sandbox_slice", value, "an integer, 0, 'all' or null")
+    return None if n == 0 else n
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from comlrl.config import ConfigError, RunConfig, load_config, to_yaml, validate_threshold
+from comlrl.config import ConfigError, RunConfig, default_config, load_config, to_yaml, validate_threshold
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -124,7 +124,7 @@ def _leaves(obj, prefix=""):
 
 def test_every_key_is_documented_with_its_default():
     doc = (ROOT / "docs" / "configuration.md").read_text()
-    for key, default in _leaves(RunConfig()):
+    for key, default in _leaves(default_config()):
         shown = "null" if default is None else str(default).lower() if isinstance(default, bool) else str(default)
         if isinstance(default, list):
             shown = "[" + ", ".join(default) + "]"

@@ -12,12 +12,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from comlrl.config import load_config
+from comlrl.config import DatasetConfig, load_config
 from comlrl.contracts import Reward, Task, Transition
 from comlrl.feedback_bridge import FeedbackBridge
 from comlrl.rollout import Rollout, TreeShape
 from comlrl.tasks import build_task
 from comlrl.tasks.actions import ActionsTask, bundled_tasks_path
+from comlrl.tasks.actions.options import ActionsTaskConfig
 from comlrl.tasks.datasets import load_easy
 from feedback.results import AgentAnalysis, CodeResults
 from sandbox.results import ExecResult
@@ -60,7 +61,7 @@ SHIPPED = ("code_collab", "code_coop", "code_single", "tool_agent", "actions")
 
 
 def test_every_shipped_task_is_a_task_with_a_transition(sandbox) -> None:
-    bridge = FeedbackBridge(load_config(None, ["external.mode=plain"]))
+    bridge = FeedbackBridge(load_config(None, ["external.mode=plain"]).external)
     assert isinstance(bridge, Transition)
     for name in SHIPPED:  # not TASKS: other tests register plugin tasks into it in this process
         task = build_task(name, sandbox)
@@ -120,9 +121,9 @@ def test_tool_agent_rewards_satisfy_the_reward_contract(sandbox) -> None:
 
 
 def test_action_rewards_satisfy_the_reward_contract(sandbox, tmp_path: Path) -> None:
-    task = ActionsTask(sandbox, SimpleNamespace(max_turns=3), root=str(tmp_path / "ws"))
+    task = ActionsTask(sandbox, ActionsTaskConfig(max_turns=3), root=str(tmp_path / "ws"))
     problem = json.loads(bundled_tasks_path().read_text().splitlines()[0])["task_id"]
-    (prob,) = [p for p in task.load(SimpleNamespace(eval_size=0, seed=0))[0] if p.task_id == problem]
+    (prob,) = [p for p in task.load(DatasetConfig(eval_size=0))[0] if p.task_id == problem]
     (reward,) = task.score([(prob, [DONE, "nothing"])])
     task.close()
     _check_reward(reward, 2)

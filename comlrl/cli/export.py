@@ -29,11 +29,13 @@ def role_names(trees_path: Path) -> list[str] | None:
     try:
         from omegaconf import OmegaConf
 
+        from comlrl.config import run_schema
         from comlrl.registry import TASKS, import_plugins
 
-        run_cfg = OmegaConf.load(cfg)
-        import_plugins(run_cfg.get("plugins") or [])  # a task from a user module is registered there
-        return TASKS.get(run_cfg.task.name).roles_for(run_cfg.task)
+        raw = OmegaConf.load(cfg)
+        import_plugins(raw.get("plugins") or [])  # a task from a user module is registered there
+        task = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(run_schema()), raw)).task
+        return TASKS.get(task.name).roles_for(task)
     except Exception:  # noqa: BLE001 - role names are a convenience
         return None
 

@@ -9,13 +9,36 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
-from comlrl.policy import AgentPolicies, Messages, Sample
+if TYPE_CHECKING:  # the engines hold policies built elsewhere: importing the names loads no torch
+    from comlrl.policy import AgentPolicies, Messages, Sample
 
 log = logging.getLogger(__name__)
 
-ENGINES = ("hf", "vllm")
+ENGINES = ("hf", "vllm")  # rollout.engine
+
+
+@dataclass
+class VLLMSettings:
+    """`rollout.vllm`: the colocated vLLM engine's settings."""
+
+    enforce_eager: bool = True  # skip vLLM's compile step (start-up ~20 s instead of ~100 s on 2 CPU cores)
+    kv_cache_gib: int = 2  # CPU build: KV cache size in GiB (VLLM_CPU_KVCACHE_SPACE, unless that is set)
+    gpu_memory_utilization: float = 0.3  # CUDA build: share of GPU memory for weights + KV cache
+    sleep_between_rollouts: bool = True  # CUDA build: offload weights and free the KV cache during updates
+
+
+@dataclass
+class RolloutConfig:
+    """The `rollout` section: which engine samples the rollouts, and the correction for its log-prob gap."""
+
+    engine: str = "hf"  # hf (transformers generate, the reference) | vllm (falls back to hf if it cannot start)
+    # truncated importance sampling: each token's loss is weighted by min(pi_train / pi_engine, cap) when
+    # the engine's log-probs differ from the trainer's (vllm); null = no correction (the gap is still logged)
+    is_cap: float | None = 2.0
+    vllm: VLLMSettings = field(default_factory=VLLMSettings)
 
 
 class RolloutEngine(Protocol):

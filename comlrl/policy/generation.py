@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from comlrl.config import ModelConfig
+from comlrl.models import ModelConfig
 from comlrl.policy.agents import AgentsModule
 
 

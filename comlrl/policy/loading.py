@@ -9,8 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from comlrl.config import AgentsConfig, ModelConfig
-from comlrl.models import load_model, load_tokenizer
+from comlrl.models import AgentsConfig, ModelConfig, load_model, load_tokenizer
 from comlrl.policy.agents import AgentsModule, FullAgentsModule, LoraAgentsModule
 from comlrl.policy.sample import agent_name
 

@@ -17,8 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from comlrl.config import AgentsConfig, ModelConfig
-from comlrl.models import resolve_model_path
+from comlrl.models import AgentsConfig, ModelConfig, resolve_model_path
 from comlrl.packing import PackedBatch, pack
 from comlrl.policy.agents import AgentsModule
 from comlrl.policy.generation import cut_at_eos, cut_at_stop, generate_rows, stop_criterion

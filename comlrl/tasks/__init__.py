@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from comlrl.contracts import TaskConfig
+from comlrl.errors import ConfigError, not_allowed
+from comlrl.reward_funcs import RewardTerms
 from comlrl.tasks.actions import ActionsTask
 from comlrl.tasks.base import Problem, Task
 from comlrl.tasks.code.collab import CodeCollabTask
@@ -24,15 +27,14 @@ __all__ = ["TASKS", "ActionsTask", "CodeCollabTask", "CodeCoopTask", "CodeSingle
            "build_task"]
 
 
-def build_task(task_cfg: Any, sandbox: Any) -> Task:
-    """The task named by `task_cfg.name` (or a plain name string), scoring through `sandbox`, with the
-    reward functions of `task.reward_funcs` added to its rewards."""
-    from comlrl.config import ConfigError, TaskConfig
-    from comlrl.registry import TASKS as registry
-    from comlrl.reward_funcs import RewardTerms
-
+def build_task(task_cfg: TaskConfig | str, sandbox: Any) -> Task:
+    """The task named by `task_cfg.name` (or a plain name string: default options), scoring through
+    `sandbox`, with the reward functions of `task.reward_funcs` added to its rewards."""
     cfg = TaskConfig(name=task_cfg) if isinstance(task_cfg, str) else task_cfg
-    task_type = registry.get(cfg.name)
+    if cfg.name not in TASKS:
+        raise not_allowed("task.name", cfg.name, f"one of: {', '.join(TASKS)} (or register it from a module listed "
+                                                 "in `plugins`)")
+    task_type = TASKS[cfg.name]
     if cfg.reward != "levels" and not issubclass(task_type, CodeTask):
         raise ConfigError(f"config error: task.reward={cfg.reward!r} is not allowed; expected levels for "
                           f"task.name={cfg.name} (task.reward chooses the reward of code tasks)")

@@ -11,6 +11,7 @@ import hashlib
 import importlib.util
 import json
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -18,6 +19,29 @@ from comlrl.tasks.base import Problem
 
 REQUIRED_FIELDS = ("task_id", "prompt", "entry_point", "test")
 DATASET_NAMES = ("easy", "humaneval", "jsonl", "hf", "coop")
+
+
+@dataclass
+class DatasetFieldsConfig:
+    """dataset.name=hf: the column holding each part of a problem (comlrl/tasks/hf_dataset.py)."""
+
+    prompt: str = "prompt"
+    entry_point: str | None = "entry_point"  # null: the first function the tests call (MBPP)
+    tests: str = "test"  # a test string, or a list of assert strings (MBPP's test_list)
+    task_id: str | None = "task_id"  # null: the row number
+
+
+@dataclass
+class DatasetConfig:
+    """The `dataset` config section: which problems a task loads and how they split."""
+
+    name: str = "easy"  # easy | humaneval | jsonl | hf | coop (task code_coop)
+    path: str | None = None  # jsonl: file in HumanEval format; hf: saved dir, parquet/json/jsonl/csv, hub id
+    eval_size: int = 8
+    max_problems: int | None = None
+    seed: int = 0
+    split: str = "train"  # hf: the split of a saved DatasetDict or hub id
+    fields: DatasetFieldsConfig = field(default_factory=DatasetFieldsConfig)
 
 
 class DatasetError(ValueError):
@@ -162,16 +186,15 @@ def split_problems(
     return train, evals
 
 
-def load_dataset(cfg: Any) -> tuple[list[Problem], list[Problem]]:
-    """Train and eval problems for any config object with name, path, eval_size, max_problems, seed.
+def load_dataset(cfg: DatasetConfig) -> tuple[list[Problem], list[Problem]]:
+    """Train and eval problems of the `dataset` section.
 
     `max_problems` caps the training problems only (the first ones in file order after the split), so
     the held-out eval set is the same with and without it.
     """
-    problems = load_problems(cfg.name, getattr(cfg, "path", None), getattr(cfg, "fields", None),
-                             getattr(cfg, "split", "train"))
-    train, evals = split_problems(problems, int(cfg.eval_size), int(getattr(cfg, "seed", 0)))
-    max_problems = getattr(cfg, "max_problems", None)
+    problems = load_problems(cfg.name, cfg.path, cfg.fields, cfg.split)
+    train, evals = split_problems(problems, int(cfg.eval_size), int(cfg.seed))
+    max_problems = cfg.max_problems
     if max_problems is not None:
         if int(max_problems) < 1:
             raise DatasetError(f"dataset.max_problems: must be >= 1 or null, got {max_problems}")

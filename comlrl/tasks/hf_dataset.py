@@ -27,7 +27,6 @@ from comlrl.tasks.base import Problem
 from comlrl.tasks.datasets import DatasetError
 
 FILE_BUILDERS = {".parquet": "parquet", ".json": "json", ".jsonl": "json", ".csv": "csv"}
-FIELD_KEYS = ("prompt", "entry_point", "tests", "task_id")  # dataset.fields.<key>; entry_point/task_id may be null
 EMPTY = "no problems found (empty table)"
 
 
@@ -117,8 +116,8 @@ def _tests_text(value: Any, where: str, column: str) -> str:
 def problems_from_rows(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], fields: Any,
                        source: str) -> list[Problem]:
     """Problems from table rows under the field mapping; checks the mapping against `columns` first."""
-    for key in FIELD_KEYS:
-        column = getattr(fields, key)
+    for key, column in (("prompt", fields.prompt), ("entry_point", fields.entry_point), ("tests", fields.tests),
+                        ("task_id", fields.task_id)):
         if column is not None and column not in columns:
             raise DatasetError(f"{source}: dataset.fields.{key}={column!r} is not a column; the columns are: "
                          f"{', '.join(columns)}")

@@ -14,16 +14,27 @@ score, and answers again. `task.text.pass_threshold` decides which joint actions
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from comlrl.config import ConfigError
-from comlrl.contracts import Continuation, Messages, Task, Transition
-from comlrl.tasks.datasets import DatasetError, split_problems
+from comlrl.contracts import Continuation, Messages, Task, TaskConfig, Transition
+from comlrl.errors import ConfigError
+from comlrl.tasks.datasets import DatasetConfig, DatasetError, split_problems
 from feedback.context import cap
 
 ANSWER_CHARS = 2000  # a teammate's answer shown in the next turn's prompt (head and tail kept)
+
+
+@dataclass
+class TextTaskConfig:
+    """Options of task.name=text: N agents answer each row's prompt, scored by task.reward_funcs (docs/reward-functions.md)."""
+
+    roles: list[str] = field(default_factory=lambda: ["answerer"])  # one name per agent (= magrpo.num_agents)
+    instructions: list[str] | None = None  # per agent, a line after the prompt (its role); null = none
+    system_prompt: str | None = None  # a system message before every agent's prompt; null = none
+    pass_threshold: float | None = None  # a joint action passes (pass rates, eval pass@1) at total >= this
 
 
 @dataclass(frozen=True)
@@ -98,29 +109,45 @@ class TextTask(Task):
     role_names = ["answerer"]
     reward_range = (0.0, 0.0)  # the task adds nothing; the reward functions' terms are open-ended
 
-    def __init__(self, text_cfg: Any) -> None:
+    options_type = TextTaskConfig  # task.text.*
+
+    def __init__(self, text_cfg: TextTaskConfig) -> None:
         self.cfg = text_cfg
         self.role_names = list(text_cfg.roles)
         self.num_agents = len(self.role_names)
 
     @classmethod
-    def agents_for(cls, task_cfg: Any) -> int:
-        return len(task_cfg.text.roles)
+    def validate_options(cls, options: TextTaskConfig) -> None:
+        """task.text.*: a role per agent, an instruction per role, a finite pass threshold."""
+        x = options
+        if not x.roles or not all(isinstance(r, str) and r.strip() for r in x.roles):
+            raise ConfigError(f"config error: task.text.roles={x.roles!r} is not allowed; expected a non-empty list of "
+                              "role names (one per agent)")
+        if x.instructions is not None and len(x.instructions) != len(x.roles):
+            raise ConfigError(f"config error: task.text.instructions has {len(x.instructions)} entries; expected "
+                              f"{len(x.roles)} (one per task.text.roles entry) or null")
+        if x.pass_threshold is not None and not math.isfinite(x.pass_threshold):
+            raise ConfigError(f"config error: task.text.pass_threshold={x.pass_threshold!r} is not allowed; expected a "
+                              "finite number or null")
 
     @classmethod
-    def roles_for(cls, task_cfg: Any) -> list[str]:
-        return list(task_cfg.text.roles)
+    def agents_for(cls, task_cfg: TaskConfig) -> int:
+        return len((task_cfg.options() or TextTaskConfig()).roles)
 
     @classmethod
-    def from_config(cls, task_cfg: Any, sandbox: Any) -> TextTask:
+    def roles_for(cls, task_cfg: TaskConfig) -> list[str]:
+        return list((task_cfg.options() or TextTaskConfig()).roles)
+
+    @classmethod
+    def from_config(cls, task_cfg: TaskConfig, sandbox: Any) -> TextTask:
         """Refuses a run without reward functions here, at start-up (a config may get them later: the
         Python API's `train(cfg, reward_funcs=...)`)."""
         if not task_cfg.reward_funcs:
             raise ConfigError("config error: task.reward_funcs=[] is not allowed; expected at least one "
                               "module:function for task.name=text (its reward comes only from them)")
-        return cls(task_cfg.text)
+        return cls(task_cfg.options() or TextTaskConfig())
 
-    def load(self, dataset_cfg: Any) -> tuple[list[TextProblem], list[TextProblem]]:
+    def load(self, dataset_cfg: DatasetConfig) -> tuple[list[TextProblem], list[TextProblem]]:
         if dataset_cfg.name not in ("hf", "jsonl") or not dataset_cfg.path:
             raise DatasetError(f"dataset.name={dataset_cfg.name!r}: task.name=text reads a table of rows; set "
                                "dataset.name=hf and dataset.path (a JSON/JSONL/parquet/CSV file or a save_to_disk "

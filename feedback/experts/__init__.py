@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from comlrl import llm
-from comlrl.config import ExternalConfig
 from comlrl.llm import (
     ChatClient,
     Completion,
@@ -28,6 +27,7 @@ from comlrl.llm import (
     price_for,
 )
 from comlrl.llm import LLMError as ExpertError
+from feedback.context import ExternalConfig
 from feedback.counters import FeedbackMetrics, default_metrics
 
 ExpertClient = ChatClient  # the name feedback has always exported

@@ -7,7 +7,6 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from act_rollout import problems, rollout
@@ -22,6 +21,7 @@ from comlrl.export import (
     write_jsonl,
 )
 from comlrl.tasks.actions import ActionsTask
+from comlrl.tasks.actions.options import ActionsTaskConfig
 from comlrl.tree import backup_returns
 from comlrl.tree_records import NodeRecord, node_records
 
@@ -44,7 +44,7 @@ def reread(records: list[NodeRecord]) -> list[NodeRecord]:
 
 def action_trees(sandbox, tmp_path: Path, mode: str = "align") -> list[NodeRecord]:
     probs = problems("setup-api-app")
-    task = ActionsTask(sandbox, SimpleNamespace(max_turns=2), root=str(tmp_path / "ws"))
+    task = ActionsTask(sandbox, ActionsTaskConfig(max_turns=2), root=str(tmp_path / "ws"))
     roots = rollout(task, probs, mode, turns=2)
     for r in roots:
         backup_returns(r, 1.0)

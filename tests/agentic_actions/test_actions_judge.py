@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from act_refs import REFERENCE
@@ -31,6 +30,7 @@ from comlrl.tasks.actions.judge import (
     parse_judge_scores,
     register_judge,
 )
+from comlrl.tasks.actions.options import ActionsTaskConfig
 from feedback.experts import ExpertError
 
 VALID = json.dumps({"task_completion": 8, "action_quality": 7, "efficiency": 6, "creativity": 5,
@@ -302,7 +302,7 @@ def test_bad_judge_prompt_files_fail_at_start(tmp_path: Path, content: str | Non
     path = tmp_path / "rubric.txt"
     if content is not None:
         path.write_text(content)
-    opts = SimpleNamespace(judge="openai-compatible:m@http://127.0.0.1:9/v1", judge_prompt=str(path))
+    opts = ActionsTaskConfig(judge="openai-compatible:m@http://127.0.0.1:9/v1", judge_prompt=str(path))
     with pytest.raises(ConfigError, match=message):
         ActionsTask(None, opts, root=str(tmp_path / "ws"))
     with pytest.raises(ConfigError, match="task.actions.judge_prompt=.* expected null with task.actions.judge=rule"):

@@ -4,7 +4,6 @@ state, rewards add up as documented, next-turn prompts carry the observations.""
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from act_refs import DONE, act
@@ -13,14 +12,15 @@ from act_rollout import BAD, paths, problems, rollout
 from comlrl.config import ConfigError, load_config
 from comlrl.tasks import build_task
 from comlrl.tasks.actions import ActionsTask
+from comlrl.tasks.actions.options import ActionsTaskConfig
 
 
 @pytest.mark.parametrize("mode", ["align", "cross"])
 def test_each_joint_action_runs_on_its_own_path(sandbox, tmp_path: Path, mode: str) -> None:
     probs = problems("ts-service-cache", "improve-fib")
-    task = ActionsTask(sandbox, SimpleNamespace(max_turns=3), root=str(tmp_path / "ws"))
+    task = ActionsTask(sandbox, ActionsTaskConfig(max_turns=3), root=str(tmp_path / "ws"))
     roots = rollout(task, probs, mode)
-    fresh = ActionsTask(sandbox, SimpleNamespace(max_turns=3), root=str(tmp_path / "ws2"))
+    fresh = ActionsTask(sandbox, ActionsTaskConfig(max_turns=3), root=str(tmp_path / "ws2"))
     n = 0
     for root in roots:
         prob = probs[root.root]
@@ -47,7 +47,7 @@ def test_each_joint_action_runs_on_its_own_path(sandbox, tmp_path: Path, mode: s
 def test_states_of_one_rollout_are_dropped_when_the_next_starts(sandbox, tmp_path: Path) -> None:
     """Workspaces were kept for the whole run: a long training run filled the disk one tree at a time."""
     probs = problems("improve-fib")
-    task = ActionsTask(sandbox, SimpleNamespace(max_turns=3), root=str(tmp_path / "ws"))
+    task = ActionsTask(sandbox, ActionsTaskConfig(max_turns=3), root=str(tmp_path / "ws"))
     first = rollout(task, probs, "align")[0]
     dirs = tree_dirs(first)
     assert len(dirs) > 1 and all(d.exists() for d in dirs)
@@ -66,7 +66,7 @@ def tree_dirs(root) -> set[Path]:
 
 def test_next_prompts_continue_the_chat_with_observations(sandbox, tmp_path: Path) -> None:
     probs = problems("ts-service-cache")
-    task = ActionsTask(sandbox, SimpleNamespace(max_turns=3), root=str(tmp_path / "ws"))
+    task = ActionsTask(sandbox, ActionsTaskConfig(max_turns=3), root=str(tmp_path / "ws"))
     root = rollout(task, probs, "align")[0]
     child = root.children[0]
     for a in range(2):
@@ -91,7 +91,7 @@ def test_next_prompts_continue_the_chat_with_observations(sandbox, tmp_path: Pat
 
 def test_reward_parts(sandbox, tmp_path: Path) -> None:
     prob = problems("improve-fib")[0]
-    task = ActionsTask(sandbox, SimpleNamespace(max_turns=3, action_reward=0.1, format_penalty=0.3),
+    task = ActionsTask(sandbox, ActionsTaskConfig(max_turns=3, action_reward=0.1, format_penalty=0.3),
                        root=str(tmp_path / "ws"))
     read = act("read_file", path="fib.py")
     r1 = task.score_paths([(prob, [read, BAD], ())])[0]
@@ -132,7 +132,7 @@ def test_build_task_from_config(sandbox) -> None:
 
 def test_head_messages_end_with_the_task_so_history_cuts_keep_it(tmp_path: Path) -> None:
     (prob,) = problems("improve-fib")
-    task = ActionsTask(None, SimpleNamespace(max_turns=3), root=str(tmp_path / "ws"))
+    task = ActionsTask(None, ActionsTaskConfig(max_turns=3), root=str(tmp_path / "ws"))
     for msgs in task.initial_messages(prob):
         assert len(msgs) == task.head_messages  # system, the demonstration, the task's first turn
         assert msgs[0]["role"] == "system" and msgs[-1]["role"] == "user"

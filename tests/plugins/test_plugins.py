@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from comlrl.config import ConfigError, load_config
+from comlrl.config import ConfigError, load_config, schema_keys
 from comlrl.registry import TASKS, TRANSITIONS, Registry, register_task
 from comlrl.tasks import build_task
 
@@ -50,7 +50,7 @@ def test_unknown_names_and_plugins_fail_with_one_line(override: str, message: st
 
 def test_a_taken_name_is_refused_and_re_registering_the_same_object_is_not() -> None:
     table: dict[str, object] = {}
-    reg: Registry[object] = Registry("thing", lambda: table)
+    reg: Registry[object] = Registry("thing", table)
     first = object()
     assert reg.register("a", first) is first and reg.register("a", first) is first
     with pytest.raises(ValueError, match="thing: 'a' is already registered"):
@@ -61,8 +61,26 @@ def test_a_taken_name_is_refused_and_re_registering_the_same_object_is_not() -> 
         register_task("code_collab", type("Other", (), {}))
 
 
+def test_a_plugin_task_declares_its_options_and_checks_them() -> None:
+    """`task.count_words.*` are config keys like the built-in tasks' (the task's `options_type`), with the
+    defaults in the resolved config, checked by the task at load time, and given to the task it builds."""
+    base = ["plugins=[count_task]", "task.name=count_words", "magrpo.num_agents=1"]
+    cfg = load_config(None, [*base, "task.count_words.target=7"])
+    task = build_task(cfg.task, None)
+    assert task.options.target == 7
+    assert [p.prompt for p in task.load(cfg.dataset)[0]] == ["sea", "sky", "snow"]
+    [r] = task.score([(task.load(cfg.dataset)[0][0], ["one two three four five six seven"])])
+    assert r.all_passed and r.total == 1.0
+    assert "task.count_words.target: 5" in "\n".join(f"{k}: {v}" for k, v in schema_keys())
+    with pytest.raises(ConfigError, match=r"^config error: task.count_words.target=0 is not allowed; expected an "
+                                          r"integer >= 1$"):
+        load_config(None, [*base, "task.count_words.target=0"])
+    with pytest.raises(ConfigError, match="task.count_words.wrong"):
+        load_config(None, [*base, "task.count_words.wrong=1"])
+
+
 def test_user_modules_are_short() -> None:
-    for name in ("rhyme_task.py", "echo_feedback.py"):
+    for name in ("rhyme_task.py", "echo_feedback.py", "count_task.py"):
         assert len((HERE / name).read_text().splitlines()) < 60, name
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from comlrl.config import TaskConfig
+from comlrl.config import DatasetConfig, TaskConfig
 from comlrl.tasks import TASKS, CodeCollabTask, CodeSingleTask, build_task
 from comlrl.tasks.base import Problem, Task
 from comlrl.tasks.code.common import SYSTEM_PROMPT, prompt_preamble
@@ -41,10 +41,7 @@ def test_agents_and_roles(name: str, n: int, roles: list[str]) -> None:
 
 
 def test_load_uses_the_dataset_config() -> None:
-    class DS:
-        name, path, eval_size, max_problems, seed = "easy", None, 5, 10, 0
-
-    train, evals = build_task("code_single", None).load(DS())
+    train, evals = build_task("code_single", None).load(DatasetConfig(name="easy", eval_size=5, max_problems=10))
     assert len(train) == 10 and len(evals) == 5
 
 

@@ -14,7 +14,7 @@ from comlrl.tasks import TASKS, CodeCollabTask, CodeCoopTask, build_task
 from comlrl.tasks.code.common import SYSTEM_PROMPT
 from comlrl.tasks.code.coop import HELPER_DEMOS, MAIN_DEMOS
 from comlrl.tasks.code.coop_problems import CoopProblem, generate_coop_problems
-from comlrl.tasks.datasets import DatasetError, split_problems
+from comlrl.tasks.datasets import DatasetConfig, DatasetError, split_problems
 from comlrl.tree import Node
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,9 +44,8 @@ def team(task: CodeCoopTask, p: CoopProblem) -> list[str]:
     return [answer(task, 0, p, helper), answer(task, 1, p, main)]
 
 
-class DS:
-    def __init__(self, name: str = "coop", eval_size: int = 64, max_problems: int | None = None, seed: int = 0):
-        self.name, self.path, self.eval_size, self.max_problems, self.seed = name, None, eval_size, max_problems, seed
+def DS(name: str = "coop", eval_size: int = 64, max_problems: int | None = None, seed: int = 0) -> DatasetConfig:  # noqa: N802
+    return DatasetConfig(name=name, eval_size=eval_size, max_problems=max_problems, seed=seed)
 
 
 # --- roles and prompts --------------------------------------------------------------------------------------
@@ -125,7 +124,7 @@ def test_later_turns_keep_the_rule_with_the_helper_only(sandbox) -> None:  # noq
              answer(task, 1, AFFINE, "xs: list[int]) -> int:\n    return sum(aux(x) for x in xs)\n```")]
     (reward,) = task.score([(AFFINE, texts)])
     node = Node(id="0", turn=1, root=0, messages=[], details=[reward])
-    bridge = FeedbackBridge(load_config(None, ["task.name=code_coop", "dataset.name=coop"]))
+    bridge = FeedbackBridge(load_config(None, ["task.name=code_coop", "dataset.name=coop"]).external)
     (msgs,) = bridge.next_messages(task, [Continuation(AFFINE, node, 0, [[texts[0]], [texts[1]]])])
     helper, main = (m[-1]["content"] for m in msgs)
     assert f"Problem:\n{AFFINE.helper_prompt.strip()}" in helper and RULE in helper
@@ -158,7 +157,7 @@ def test_code_collab_later_turns_show_both_agents_the_shared_prompt(sandbox) -> 
     texts = ["```python\ndef aux(x):\n    return x\n```", "```python\ndef total(xs):\n    return 0\n```"]
     (reward,) = task.score([(AFFINE, texts)])
     node = Node(id="0", turn=1, root=0, messages=[], details=[reward])
-    bridge = FeedbackBridge(load_config(None, []))
+    bridge = FeedbackBridge(load_config(None, []).external)
     (msgs,) = bridge.next_messages(task, [Continuation(AFFINE, node, 0, [[texts[0]], [texts[1]]])])
     for m in msgs:
         assert m[-1]["content"].startswith(f"Problem:\n{AFFINE.prompt.strip()}\n\nYour role:")

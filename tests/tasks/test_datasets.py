@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import gzip
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from comlrl.tasks.base import Problem
 from comlrl.tasks.datasets import (
+    DatasetConfig,
     DatasetError,
     load_dataset,
     load_easy,
@@ -20,14 +20,7 @@ from comlrl.tasks.datasets import (
     split_problems,
 )
 
-
-@dataclass
-class DS:
-    name: str = "easy"
-    path: str | None = None
-    eval_size: int = 8
-    max_problems: int | None = None
-    seed: int = 0
+DS = DatasetConfig
 
 
 def record(i: int, **over: object) -> dict[str, object]:
@@ -198,15 +191,8 @@ def test_max_problems_caps_train_only(tmp_path: Path) -> None:
         load_dataset(DS(max_problems=0))
 
 
-def test_load_dataset_accepts_any_object_with_the_fields() -> None:
-    class Cfg:
-        name = "humaneval"
-        path = None
-        eval_size = 20
-        max_problems = 10
-        seed = 1
-
-    train, evals = load_dataset(Cfg())
+def test_load_dataset_reads_the_dataset_section() -> None:
+    train, evals = load_dataset(DatasetConfig(name="humaneval", eval_size=20, max_problems=10, seed=1))
     assert len(train) == 10 and len(evals) == 20
 
 

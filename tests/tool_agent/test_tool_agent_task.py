@@ -8,11 +8,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from comlrl.config import ConfigError, DatasetConfig, ToolAgentConfig, load_config
+from comlrl.config import ConfigError, DatasetConfig, load_config
 from comlrl.rollout import Rollout, TreeShape
 from comlrl.tasks import build_task
 from comlrl.tasks.base import Problem
 from comlrl.tasks.tool_agent import ToolAgentTask
+from comlrl.tasks.tool_agent.task import ToolAgentConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPT = 'def add(a: int, b: int) -> int:\n    """Return the sum of a and b.\n    >>> add(2, 3)\n    5\n    """\n'

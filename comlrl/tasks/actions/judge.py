@@ -63,14 +63,17 @@ class JudgeScores:
     rationale: str = ""
 
     def as_dict(self) -> dict[str, float]:
-        return {k: float(getattr(self, k)) for k in SCORE_KEYS}
+        """The four scores by name, in SCORE_KEYS order."""
+        return {"task_completion": float(self.task_completion), "action_quality": float(self.action_quality),
+                "efficiency": float(self.efficiency), "creativity": float(self.creativity)}
 
     def weighted(self, weights: Mapping[str, float]) -> float:
         """Weighted mean of the scores scaled to [0, 1]."""
         total = sum(max(0.0, float(weights.get(k, 0.0))) for k in SCORE_KEYS)
         if total <= 0:
             return 0.0
-        return sum(max(0.0, float(weights.get(k, 0.0))) * getattr(self, k) for k in SCORE_KEYS) / (10.0 * total)
+        scores = self.as_dict()
+        return sum(max(0.0, float(weights.get(k, 0.0))) * scores[k] for k in SCORE_KEYS) / (10.0 * total)
 
 
 @dataclass(frozen=True)

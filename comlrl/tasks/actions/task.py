@@ -30,14 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from comlrl.config import ConfigError
-from comlrl.config_tasks import ActionsTaskConfig
-from comlrl.contracts import Continuation, JointTurn, Messages, Transition
+from comlrl.contracts import Continuation, JointTurn, Messages, TaskConfig, Transition
+from comlrl.errors import ConfigError
+from comlrl.tasks.actions import options as actions_options
 from comlrl.tasks.actions import prompts
 from comlrl.tasks.actions.environment import Environment, TrajectoryState, render_turn, trajectory_key
 from comlrl.tasks.actions.judge import (
     JUDGE_SYSTEM,
-    SCORE_KEYS,
     Judge,
     JudgeOptions,
     JudgeRequest,
@@ -45,10 +44,12 @@ from comlrl.tasks.actions.judge import (
     load_judge_prompt,
     make_judge,
 )
+from comlrl.tasks.actions.options import ActionsTaskConfig
 from comlrl.tasks.actions.registry import REGISTRY, ActionRegistry
 from comlrl.tasks.actions.taskfile import ActionProblem, TaskFileError, load_action_tasks
 from comlrl.tasks.base import Task
-from comlrl.tasks.datasets import DatasetError, split_problems
+from comlrl.tasks.datasets import DatasetConfig, DatasetError, split_problems
+from sandbox.executor import Sandbox
 
 log = logging.getLogger("comlrl.tasks.actions")
 
@@ -102,11 +103,6 @@ def _resolve_local(name: str) -> str:
     return str(resolve_model_path(name))
 
 
-def _opt(options: Any, name: str) -> Any:
-    default = getattr(ActionsTaskConfig(), name)
-    return default if options is None else getattr(options, name, default)
-
-
 class ActionsTask(Task):
     """Operator + reviewer acting on a workspace through structured actions, judged at the end."""
 
@@ -115,31 +111,27 @@ class ActionsTask(Task):
     stop_strings = prompts.STOP_STRINGS  # generation ends with the answer's ```json block
     head_messages = prompts.HEAD_MESSAGES  # a history cut keeps the system prompt, demonstration and task
 
-    def __init__(self, sandbox: Any = None, options: Any = None, *, judge: Judge | None = None,
+    def __init__(self, sandbox: Any = None, options: ActionsTaskConfig | None = None, *, judge: Judge | None = None,
                  registry: ActionRegistry | None = None, root: str | None = None) -> None:
+        o = options if options is not None else ActionsTaskConfig()
         self.sandbox = sandbox
-        self.file = _opt(options, "file") or str(bundled_tasks_path())
-        self.action_reward = float(_opt(options, "action_reward"))
-        self.format_penalty = float(_opt(options, "format_penalty"))
-        self.judge_reward = float(_opt(options, "judge_reward"))
-        self.max_actions = int(_opt(options, "max_actions_per_turn"))
-        self.max_turns = int(_opt(options, "max_turns") or 4)
-        self.weights = {"task_completion": float(_opt(options, "weight_completion")),
-                        "action_quality": float(_opt(options, "weight_quality")),
-                        "efficiency": float(_opt(options, "weight_efficiency")),
-                        "creativity": float(_opt(options, "weight_creativity"))}
+        self.file = o.file or str(bundled_tasks_path())
+        self.action_reward = float(o.action_reward)
+        self.format_penalty = float(o.format_penalty)
+        self.judge_reward = float(o.judge_reward)
+        self.max_actions = int(o.max_actions_per_turn)
+        self.max_turns = int(o.max_turns or 4)
+        self.weights = {"task_completion": float(o.weight_completion), "action_quality": float(o.weight_quality),
+                        "efficiency": float(o.weight_efficiency), "creativity": float(o.weight_creativity)}
         self.registry = registry if registry is not None else REGISTRY
         if judge is None:
             from comlrl.llm import LLMError
 
-            prompt_file = _opt(options, "judge_prompt")
             try:
-                rubric = load_judge_prompt(prompt_file) if prompt_file else JUDGE_SYSTEM
-                jo = JudgeOptions(timeout_s=float(_opt(options, "judge_timeout_s")),
-                                  max_retries=int(_opt(options, "judge_max_retries")),
-                                  max_tokens=int(_opt(options, "judge_max_tokens")),
-                                  cache_dir=_opt(options, "judge_cache_dir"), system_prompt=rubric)
-                judge = make_judge(str(_opt(options, "judge")), jo, resolve_local=_resolve_local)
+                rubric = load_judge_prompt(o.judge_prompt) if o.judge_prompt else JUDGE_SYSTEM
+                jo = JudgeOptions(timeout_s=float(o.judge_timeout_s), max_retries=int(o.judge_max_retries),
+                                  max_tokens=int(o.judge_max_tokens), cache_dir=o.judge_cache_dir, system_prompt=rubric)
+                judge = make_judge(str(o.judge), jo, resolve_local=_resolve_local)
             except (LLMError, ValueError) as exc:
                 raise ConfigError(f"config error: {exc}") from None
         self.judge = judge
@@ -152,13 +144,23 @@ class ActionsTask(Task):
         self._live: list[TrajectoryState] = []  # states made since the last rollout began (their directories)
         self.judgements: list[dict[str, Any]] = []  # every trajectory-end judgement, in order
 
+    options_type = ActionsTaskConfig  # task.actions.*
+
     @classmethod
-    def from_config(cls, task_cfg: Any, sandbox: Any) -> ActionsTask:
-        return cls(sandbox, getattr(task_cfg, "actions", None))
+    def validate_options(cls, options: ActionsTaskConfig) -> None:
+        actions_options.validate_options(options)
+
+    @classmethod
+    def resolve_options(cls, options: ActionsTaskConfig, num_turns: int) -> ActionsTaskConfig:
+        return actions_options.resolve_options(options, num_turns)
+
+    @classmethod
+    def from_config(cls, task_cfg: TaskConfig, sandbox: Any) -> ActionsTask:
+        return cls(sandbox, task_cfg.options())
 
     # -- data + prompts ---------------------------------------------------------------------------------
 
-    def load(self, dataset_cfg: Any) -> tuple[list[ActionProblem], list[ActionProblem]]:
+    def load(self, dataset_cfg: DatasetConfig) -> tuple[list[ActionProblem], list[ActionProblem]]:
         """Tasks of `task.actions.file`; dataset.eval_size / max_problems / seed split them (name/path unused)."""
         try:
             problems = load_action_tasks(self.file)
@@ -166,10 +168,9 @@ class ActionsTask(Task):
             raise DatasetError(f"task.actions.file: {exc}") from None
         for p in problems:
             self._problems[p.task_id] = p
-        train, evals = split_problems(problems, int(dataset_cfg.eval_size), int(getattr(dataset_cfg, "seed", 0)))
-        cap_n = getattr(dataset_cfg, "max_problems", None)
-        if cap_n is not None:
-            train = train[: int(cap_n)]
+        train, evals = split_problems(problems, int(dataset_cfg.eval_size), int(dataset_cfg.seed))
+        if dataset_cfg.max_problems is not None:
+            train = train[: int(dataset_cfg.max_problems)]
         return train, evals  # type: ignore[return-value]
 
     def role_instructions(self, agent: int) -> str:
@@ -255,7 +256,8 @@ class ActionsTask(Task):
             keys.append(key)
             todo.setdefault(key, (t.problem, t.state, tuple(t.texts)))
         jobs = list(todo.values())
-        workers = max(1, min(8, int(getattr(self.sandbox, "workers", 1) or 1) * 2, len(jobs)))
+        pool_size = self.sandbox.workers if isinstance(self.sandbox, Sandbox) else 1
+        workers = max(1, min(8, int(pool_size or 1) * 2, len(jobs)))
         if workers == 1:
             done = [self.env.step(p, par, texts) for p, par, texts in jobs]
         else:
@@ -294,8 +296,7 @@ class ActionsTask(Task):
         notes: list[str] = []
         if judged is not None:
             comps["judge"] = self.judge_reward * judged.weighted(self.weights)
-            for k in SCORE_KEYS:
-                comps[f"judge/{k}"] = float(getattr(judged, k))
+            comps.update({f"judge/{k}": v for k, v in judged.as_dict().items()})
             comps["judge/llm"] = float(not judged.source.startswith("rule"))
             notes.append(f"judge {judged.source}: {judged.rationale}")
             self.judgements.append({"task_id": st.task_id, "state": st.key, "turn": st.turn,

@@ -11,46 +11,65 @@ See docs/tool-agent.md.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from comlrl.contracts import Continuation, Messages, Transition
+from comlrl.contracts import Continuation, Messages, TaskConfig, Transition
+from comlrl.errors import require
 from comlrl.tasks.base import Problem, Task
-from comlrl.tasks.datasets import easy_path, load_dataset
+from comlrl.tasks.datasets import DatasetConfig, easy_path, load_dataset
 from comlrl.tasks.tool_agent import environment as tool_env
 from comlrl.tasks.tool_agent import prompts, turns
 from comlrl.tasks.tool_agent.call_format import STOP_SEQUENCES
 
 
-def _default_cfg() -> Any:
-    from comlrl.config_tasks import ToolAgentConfig
+@dataclass
+class ToolAgentConfig:
+    """Options of task.name=tool_agent (`task.tool_agent.*`, docs/tool-agent.md)."""
 
-    return ToolAgentConfig()
+    doctests: bool = True  # add the prompt's `>>>` examples to the tests
+    edge_tests: str | None = None  # JSONL of {"task_id", "tests"}: extra edge-case tests per problem
+    format_weight: float = 0.1  # well-formed call (half if repaired); half of it for reasoning first
+    fake_response_penalty: float = 0.1  # subtracted when the model writes its own <tool_response>
+    max_output_chars: int = 600  # stdout / error shown in a tool response
+    show_failed: int = 1  # failing tests shown in a tool response
+    hints: bool = True  # a short continuation hint after each tool response
 
 
 class ToolAgentTask(Task):
-    """N=1 tool-using coder; `cfg` is a `comlrl.config.ToolAgentConfig` (`task.tool_agent`)."""
+    """N=1 tool-using coder; `cfg` holds its options (`task.tool_agent`)."""
 
     num_agents = 1
     role_names = ["coder"]
     stop_strings: tuple[str, ...] = STOP_SEQUENCES  # generation stops after a call (or a fake response)
+    options_type = ToolAgentConfig
 
-    def __init__(self, sandbox: Any = None, cfg: Any = None) -> None:
-        self.cfg = cfg if cfg is not None else _default_cfg()
+    def __init__(self, sandbox: Any = None, cfg: ToolAgentConfig | None = None) -> None:
+        self.cfg = cfg if cfg is not None else ToolAgentConfig()
         edge = tool_env.load_edge_tests(self.cfg.edge_tests) if self.cfg.edge_tests else {}
         self.env = tool_env.ToolEnvironment(sandbox, doctests=bool(self.cfg.doctests), edge_tests=edge)
 
     @classmethod
-    def from_config(cls, task_cfg: Any, sandbox: Any) -> ToolAgentTask:
-        return cls(sandbox, getattr(task_cfg, "tool_agent", None))  # options in task.tool_agent
+    def validate_options(cls, options: ToolAgentConfig) -> None:
+        ta = options
+        require(ta.format_weight >= 0, "task.tool_agent.format_weight", ta.format_weight, "a number >= 0")
+        require(ta.fake_response_penalty >= 0, "task.tool_agent.fake_response_penalty", ta.fake_response_penalty,
+                "a number >= 0")
+        require(ta.max_output_chars >= 50, "task.tool_agent.max_output_chars", ta.max_output_chars, "an integer >= 50")
+        require(ta.show_failed >= 0, "task.tool_agent.show_failed", ta.show_failed, "an integer >= 0")
+
+    @classmethod
+    def from_config(cls, task_cfg: TaskConfig, sandbox: Any) -> ToolAgentTask:
+        return cls(sandbox, task_cfg.options())
 
     @property
     def reward_range(self) -> tuple[float, float]:  # type: ignore[override]
         return turns.reward_range(self.cfg.format_weight, self.cfg.fake_response_penalty)
 
-    def load(self, dataset_cfg: Any) -> tuple[list[Problem], list[Problem]]:
+    def load(self, dataset_cfg: DatasetConfig) -> tuple[list[Problem], list[Problem]]:
         """The data set's problems; records with an `edge_tests` field add them to the problem's tests."""
         train, evals = load_dataset(dataset_cfg)
-        path = easy_path() if dataset_cfg.name == "easy" else getattr(dataset_cfg, "path", None)
+        path = easy_path() if dataset_cfg.name == "easy" else dataset_cfg.path
         if dataset_cfg.name in ("easy", "jsonl") and path:
             self.env.add_edge_tests(tool_env.record_edge_tests(path))
         return train, evals
