@@ -10,14 +10,49 @@ Baseline and scaling are independent switches.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from comlrl.tree import Node
 
-BASELINES = ("mean", "loo", "max", "none")
 SCALES = ("group", "none")
 CREDITS = ("mean", "sum")
+
+
+@dataclass(frozen=True)
+class Estimator:
+    """How a sibling group's values become advantages before scaling (`magrpo.advantage.baseline`).
+
+    `centre(values)` gives one number per completion; `centres` says it subtracts a baseline, so a group
+    whose values all tie carries no signal. `needs` names inputs beyond the group's values that the
+    estimator reads (e.g. "values": a critic's state values); every built-in needs none, and the trainer
+    refuses one whose needs it does not provide."""
+
+    centre: Callable[[Sequence[float]], list[float]]
+    centres: bool = True
+    needs: tuple[str, ...] = ()
+
+
+def _mean(values: Sequence[float]) -> list[float]:
+    mean = sum(values) / len(values)
+    return [v - mean for v in values]
+
+
+def _max(values: Sequence[float]) -> list[float]:  # CoMLRL's "max": every completion but the best is pushed down
+    best = max(values)
+    return [v - best for v in values]
+
+
+def _loo(values: Sequence[float]) -> list[float]:  # leave-one-out: the baseline of k is the mean of the other n-1
+    total, n = sum(values), len(values)
+    return [v - (total - v) / (n - 1) for v in values]
+
+
+# the one table of estimators (`comlrl.registry.register_estimator` adds to it), in the config's order
+ESTIMATORS: dict[str, Estimator] = {
+    "mean": Estimator(_mean), "loo": Estimator(_loo), "max": Estimator(_max),
+    "none": Estimator(list, centres=False),  # REINFORCE on raw values
+}
 
 
 def completion_values(
@@ -50,24 +85,16 @@ def group_advantages(
     n = len(values)
     if n < 2:
         raise ValueError("a sibling group needs at least 2 completions")
-    if baseline not in BASELINES:
-        raise ValueError(f"baseline={baseline!r}; expected one of {BASELINES}")
+    if baseline not in ESTIMATORS:
+        raise ValueError(f"baseline={baseline!r}; expected one of {tuple(ESTIMATORS)}")
     if scale not in SCALES:
         raise ValueError(f"scale={scale!r}; expected one of {SCALES}")
-    if max(values) - min(values) <= 1e-12 and (baseline != "none" or scale == "group" or not any(values)):
+    estimator = ESTIMATORS[baseline]
+    if max(values) - min(values) <= 1e-12 and (estimator.centres or scale == "group" or not any(values)):
         return None
-    mean = sum(values) / n
-    if baseline == "mean":
-        centred = [v - mean for v in values]
-    elif baseline == "max":  # CoMLRL's "max": every completion but the best is pushed down
-        best = max(values)
-        centred = [v - best for v in values]
-    elif baseline == "loo":  # leave-one-out: baseline of k is the mean of the other n-1
-        total = sum(values)
-        centred = [v - (total - v) / (n - 1) for v in values]
-    else:
-        centred = list(values)
+    centred = estimator.centre(values)
     if scale == "group":
+        mean = sum(values) / n
         std = math.sqrt(sum((v - mean) ** 2 for v in values) / n)
         centred = [c / (std + eps) for c in centred]
     return centred
@@ -77,9 +104,6 @@ def group_advantages(
 class AdvantageStats:
     groups: int = 0
     skipped: int = 0  # zero-variance groups: no loss
-
-    def to_dict(self) -> dict[str, float]:
-        return {"adv_groups": self.groups, "adv_groups_skipped": self.skipped}
 
 
 def assign_advantages(

@@ -3,19 +3,72 @@
 Pure tensor functions. A step's samples are processed in micro-batches; each micro-batch's loss is
 divided by the normaliser of the WHOLE step (token count or sequence count), so summing micro-batch
 gradients gives exactly the full-batch `token_mean`, `seq_mean` or `seq_sum` gradient.
+
+How a step's token losses are aggregated is a `LossRule` in the `LOSSES` table
+(`comlrl.registry.register_loss` adds to it; `magrpo.loss.aggregation` chooses). The functions work on the
+tensors they are given, so importing this module loads no torch (the config reads `LOSSES` at load time).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
-AGGREGATIONS = ("token_mean", "seq_mean", "seq_sum")
+
+@dataclass(frozen=True)
+class LossRule:
+    """One way to turn a step's per-token losses into its loss: `reduce(token_loss, mask)` sums a
+    micro-batch's share, `normaliser(lengths)` is what the whole step divides by (>= 1). `needs` names
+    inputs beyond per-token losses (e.g. "pairs": preference pairs of completions); every built-in
+    needs none, and the trainer refuses one whose needs it does not provide."""
+
+    reduce: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    normaliser: Callable[[Sequence[int]], float]
+    needs: tuple[str, ...] = ()
+
+
+def _token_sum(token_loss: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return (token_loss * mask).sum()
+
+
+def _seq_means(token_loss: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return ((token_loss * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)).sum()
+
+
+def _tokens(lengths: Sequence[int]) -> float:
+    return float(max(1, sum(lengths)))
+
+
+def _sequences(lengths: Sequence[int]) -> float:
+    return float(max(1, len(lengths)))
+
+
+# the one table of losses (`comlrl.registry.register_loss` adds to it), in the config's order:
+# token_mean: masked token losses / tokens in the whole step; seq_mean: each sequence's mean token loss /
+# sequences in the step; seq_sum: each sequence's summed token loss / sequences (CoMLRL's per-sequence
+# summed log-prob loss, where a long completion weighs more)
+LOSSES: dict[str, LossRule] = {
+    "token_mean": LossRule(_token_sum, _tokens),
+    "seq_mean": LossRule(_seq_means, _sequences),
+    "seq_sum": LossRule(_token_sum, _sequences),
+}
+
+
+def _rule(how: str) -> LossRule:
+    if how not in LOSSES:
+        raise ValueError(f"aggregation={how!r}; expected one of {tuple(LOSSES)}")
+    return LOSSES[how]
 
 
 def completion_mask(completion_ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """1 for real completion tokens (up to and including EOS), 0 for padding after them."""
+    import torch
+
     positions = torch.arange(completion_ids.shape[1], device=completion_ids.device)
     return (positions.unsqueeze(0) < lengths.unsqueeze(1)).to(torch.float32)
 
@@ -37,49 +90,33 @@ def per_token_loss(
     is >= 0 and unbiased.
     """
     old = logps.detach() if old_logps is None else old_logps
-    ratio = torch.exp(logps - old)
+    ratio = (logps - old).exp()
     adv = advantages.unsqueeze(1)
     loss = -adv * ratio
     if clip_eps is not None:
-        clipped = -adv * torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps)
-        loss = torch.maximum(loss, clipped)
+        clipped = -adv * ratio.clamp(1.0 - clip_eps, 1.0 + clip_eps)
+        loss = loss.maximum(clipped)
     if is_weights is not None:
         loss = loss * is_weights
     if kl_coef > 0.0:
         if ref_logps is None:
             raise ValueError("kl_coef > 0 needs ref_logps")
         delta = ref_logps - logps
-        loss = loss + kl_coef * (torch.exp(delta) - delta - 1.0)
+        loss = loss + kl_coef * (delta.exp() - delta - 1.0)
     return loss
 
 
 def aggregate(
     token_loss: torch.Tensor, mask: torch.Tensor, how: str, normaliser: float
 ) -> torch.Tensor:
-    """Sum this micro-batch's share of the step loss.
-
-    token_mean: sum of masked token losses / `normaliser` (= tokens in the whole step).
-    seq_mean:   sum over sequences of (mean of its tokens) / `normaliser` (= sequences in the whole step).
-    seq_sum:    sum over sequences of (sum of its tokens) / `normaliser` (= sequences in the whole step):
-                CoMLRL's per-sequence summed log-prob loss, where a long completion weighs more.
-    """
-    if how == "token_mean":
-        return (token_loss * mask).sum() / normaliser
-    if how == "seq_mean":
-        per_seq = (token_loss * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
-        return per_seq.sum() / normaliser
-    if how == "seq_sum":
-        return (token_loss * mask).sum() / normaliser
-    raise ValueError(f"aggregation={how!r}; expected one of {AGGREGATIONS}")
+    """This micro-batch's share of the step loss: the rule's sum over it / `normaliser` (the whole step's,
+    `step_normaliser`)."""
+    return _rule(how).reduce(token_loss, mask) / normaliser
 
 
 def step_normaliser(lengths: list[int], how: str) -> float:
-    """Tokens (token_mean) or sequences (seq_mean, seq_sum) of a whole step; at least 1."""
-    if how == "token_mean":
-        return float(max(1, sum(lengths)))
-    if how in ("seq_mean", "seq_sum"):
-        return float(max(1, len(lengths)))
-    raise ValueError(f"aggregation={how!r}; expected one of {AGGREGATIONS}")
+    """What the whole step divides by: tokens (token_mean) or sequences (seq_mean, seq_sum); at least 1."""
+    return _rule(how).normaliser(lengths)
 
 
 def truncated_is_weights(train_logps: torch.Tensor, engine_logps: torch.Tensor, mask: torch.Tensor,
@@ -90,8 +127,8 @@ def truncated_is_weights(train_logps: torch.Tensor, engine_logps: torch.Tensor, 
     trained; weighting each token by this capped ratio (truncated importance sampling, as TRL does) keeps
     the gradient that of the trained policy while the cap bounds its variance.
     """
-    ratio = torch.exp((train_logps.detach() - engine_logps).clamp(max=math.log(cap)))
-    return torch.where(mask > 0, ratio, torch.ones_like(ratio))
+    ratio = (train_logps.detach() - engine_logps).clamp(max=math.log(cap)).exp()
+    return ratio.masked_fill(mask <= 0, 1.0)
 
 
 def logprob_gap(train_logps: torch.Tensor, engine_logps: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
@@ -100,5 +137,5 @@ def logprob_gap(train_logps: torch.Tensor, engine_logps: torch.Tensor, mask: tor
     Sums (not means), so micro-batches and ranks add up; divide by `tokens` for the step's means.
     """
     delta = (engine_logps - train_logps.detach()) * mask
-    k3 = (torch.exp(-delta) + delta - 1.0) * mask
+    k3 = ((-delta).exp() + delta - 1.0) * mask
     return {"abs_gap_sum": float(delta.abs().sum()), "kl_sum": float(k3.sum()), "tokens": float(mask.sum())}

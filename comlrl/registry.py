@@ -1,9 +1,11 @@
-"""The extension API: named tasks, transitions (feedback modes), rewards and model providers.
+"""The extension API: named tasks, transitions (feedback modes), code rewards, model providers, advantage
+estimators and losses.
 
-Each registry is a view of ONE table that lives with the code it names (tasks in `comlrl.tasks`, feedback
-modes in `feedback.build.MODES`, code rewards in `comlrl.tasks.code.reward`, model providers in
-`comlrl.llm.factory`), loaded on first read, so config validation, `build_task`, the feedback builder and
-`comlrl.llm.make_client` read the same names, and adding one is one call:
+Each registry is a view of ONE table that lives with the code it names (`comlrl.tasks.TASKS`,
+`feedback.build.MODES`, `comlrl.tasks.code.reward.REWARDS`, `comlrl.llm.factory.REGISTERED`,
+`comlrl.advantages.ESTIMATORS`, `comlrl.loss.LOSSES`), imported here by name like any other module, so
+config validation, `build_task`, the feedback builder, `comlrl.llm.make_client`, the advantages and the
+update read the same names, and adding one is one call:
 
     from comlrl.registry import register_task
 
@@ -20,26 +22,33 @@ import importlib
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
-from comlrl.config import ConfigError
+from comlrl.advantages import ESTIMATORS as ESTIMATOR_TABLE
+from comlrl.advantages import Estimator
+from comlrl.errors import ConfigError
+from comlrl.llm.factory import REGISTERED as PROVIDER_TABLE
+from comlrl.llm.spec import PROVIDERS as BUILT_IN_PROVIDERS
+from comlrl.loss import LOSSES as LOSS_TABLE
+from comlrl.loss import LossRule
+from comlrl.tasks import TASKS as TASK_TABLE
+from comlrl.tasks.code.reward import REWARDS as REWARD_TABLE
+from comlrl.tasks.code.reward import CodeRewardRule, FunctionRule
+from feedback.build import MODES as MODE_TABLE
 
 T = TypeVar("T")
 
 __all__ = [
-    "PROVIDERS", "REWARDS", "TASKS", "TRANSITIONS", "Registry", "import_plugins", "register_provider",
-    "register_reward", "register_task", "register_transition",
+    "ESTIMATORS", "LOSSES", "PROVIDERS", "REWARDS", "TASKS", "TRANSITIONS", "Registry", "import_plugins",
+    "register_estimator", "register_loss", "register_provider", "register_reward", "register_task",
+    "register_transition",
 ]
 
 
 class Registry(Generic[T]):
-    """Name -> object for one config key; `load` returns the backing table with its built-ins in it."""
+    """Name -> object for one config key, over the table its owner keeps (built-ins first)."""
 
-    def __init__(self, key: str, load: Callable[[], dict[str, T]]) -> None:
+    def __init__(self, key: str, table: dict[str, T]) -> None:
         self.key = key  # the config key that selects an entry (named in errors)
-        self._load = load
-
-    @property
-    def table(self) -> dict[str, T]:
-        return self._load()
+        self.table = table
 
     def register(self, name: str, obj: T) -> T:
         """Add `name`; a name already taken by another object is an error (no silent replacement)."""
@@ -69,14 +78,12 @@ class Registry(Generic[T]):
         return iter(self.table)
 
 
-def _attr(module: str, name: str) -> Callable[[], dict[str, Any]]:
-    return lambda: getattr(importlib.import_module(module), name)
-
-
-TASKS: Registry[type] = Registry("task.name", _attr("comlrl.tasks", "TASKS"))
-TRANSITIONS: Registry[Callable[..., Any]] = Registry("external.mode", _attr("feedback.build", "MODES"))
-REWARDS: Registry[Callable[..., Any]] = Registry("task.reward", _attr("comlrl.tasks.code.reward", "REWARDS"))
-PROVIDERS: Registry[Callable[..., Any]] = Registry("provider", _attr("comlrl.llm.factory", "REGISTERED"))
+TASKS: Registry[type] = Registry("task.name", TASK_TABLE)
+TRANSITIONS: Registry[Callable[..., Any]] = Registry("external.mode", MODE_TABLE)
+REWARDS: Registry[CodeRewardRule] = Registry("task.reward", REWARD_TABLE)
+PROVIDERS: Registry[Callable[..., Any]] = Registry("provider", PROVIDER_TABLE)
+ESTIMATORS: Registry[Estimator] = Registry("magrpo.advantage.baseline", ESTIMATOR_TABLE)
+LOSSES: Registry[LossRule] = Registry("magrpo.loss.aggregation", LOSS_TABLE)
 
 
 def _decorator(registry: Registry[Any], name: str, obj: Any) -> Any:
@@ -105,10 +112,9 @@ def register_reward(name: str, score: Any = None, *, reward_range: tuple[float, 
     Use as a decorator or call directly; the decorator gives the function back unchanged."""
 
     def register(target: Any) -> Any:
-        rules = importlib.import_module("comlrl.tasks.code.reward")  # by name, as the tables are: no layer goes up
         if isinstance(target, type):
             raise TypeError(f"task.reward: {name!r}: register an instance of {target.__name__}, not the class")
-        if isinstance(target, rules.CodeRewardRule):
+        if isinstance(target, CodeRewardRule):
             if reward_range is not None:
                 raise TypeError(f"task.reward: {name!r}: reward_range is for functions; a rule declares its own")
             return REWARDS.register(name, target)
@@ -116,8 +122,8 @@ def register_reward(name: str, score: Any = None, *, reward_range: tuple[float, 
             raise TypeError(f"task.reward: {name!r} must be a CodeRewardRule (reward_range and score_batch) or a "
                             f"function score(requests, sandbox), got {type(target).__name__}")
         taken = REWARDS.table.get(name)
-        if not (isinstance(taken, rules.FunctionRule) and taken.fn is target):  # re-registering the same function is a no-op
-            REWARDS.register(name, rules.FunctionRule(name, target, reward_range))
+        if not (isinstance(taken, FunctionRule) and taken.fn is target):  # re-registering the same function is a no-op
+            REWARDS.register(name, FunctionRule(name, target, reward_range))
         return target
 
     return register(score) if score is not None else register
@@ -127,11 +133,31 @@ def register_provider(name: str, factory: Callable[..., Any] | None = None) -> A
     """A model provider for `<name>:<model>` specs (`comlrl.llm.make_client`: external.expert_edits_model):
     `factory(model, settings: comlrl.llm.LLMSettings, *, metrics) -> comlrl.llm.ChatClient`. The built-in
     providers (openai, anthropic, ...) cannot be replaced."""
-    from comlrl.llm.spec import PROVIDERS as BUILT_IN
-
-    if name in BUILT_IN:
-        raise ValueError(f"provider: {name!r} is a built-in provider ({', '.join(BUILT_IN)})")
+    if name in BUILT_IN_PROVIDERS:
+        raise ValueError(f"provider: {name!r} is a built-in provider ({', '.join(BUILT_IN_PROVIDERS)})")
     return _decorator(PROVIDERS, name, factory)
+
+
+def register_estimator(name: str, centre: Callable[..., list[float]] | None = None, *, centres: bool = True,
+                       needs: tuple[str, ...] = ()) -> Any:
+    """An advantage estimator selected by `magrpo.advantage.baseline=<name>`: `centre(values) -> list[float]`,
+    one advantage (before group scaling) per completion of a sibling group, as `comlrl.advantages.Estimator`
+    describes (`centres`: it subtracts a baseline, so tied groups carry no signal; `needs`: inputs beyond the
+    values, which the trainer must provide). Use as a decorator or call directly; gives the function back."""
+
+    def register(fn: Callable[..., list[float]]) -> Callable[..., list[float]]:
+        ESTIMATORS.register(name, Estimator(fn, centres=centres, needs=tuple(needs)))
+        return fn
+
+    return register(centre) if centre is not None else register
+
+
+def register_loss(name: str, rule: LossRule) -> LossRule:
+    """A loss selected by `magrpo.loss.aggregation=<name>`: a `comlrl.loss.LossRule` (how a micro-batch's
+    token losses are summed, what the step divides by, and what else it `needs`)."""
+    if not isinstance(rule, LossRule):
+        raise TypeError(f"magrpo.loss.aggregation: {name!r} must be a comlrl.loss.LossRule, got {type(rule).__name__}")
+    return LOSSES.register(name, rule)
 
 
 def import_plugins(modules: list[str] | tuple[str, ...], key: str = "plugins") -> None:
