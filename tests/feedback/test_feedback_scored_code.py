@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import pytest
 
-from comlrl.config import RunConfig
+from comlrl.contracts import Continuation
 from comlrl.feedback_bridge import FeedbackBridge
-from comlrl.tasks import CodeCollabTask
+from comlrl.tasks import CodeCollabTask, TextTask, ToolAgentTask
 from comlrl.tasks.base import Problem
 from comlrl.tasks.code.common import path_codes
+from comlrl.tasks.text import TextTaskConfig
+from comlrl.tree import Node
+from feedback import ExternalConfig
 from sandbox.executor import Sandbox, SandboxUnavailable
 
 PROMPT = 'def sum_of_squares(xs: list[int]) -> int:\n    """Return the sum of the squares of xs."""\n'
@@ -45,14 +48,9 @@ def test_feedback_shows_the_code_the_reward_scored(scored, mode):
     helper_code, main_code = task.agent_codes(PROBLEM, [HELPER, MAIN])
     assert "print(" not in main_code and "pass" not in helper_code  # the two readings really disagree
     assert reward.all_passed  # the scored code is the real answer
-    cfg = RunConfig()
-    cfg.external.mode = mode
-    bridge = FeedbackBridge(cfg)
-    ctx = bridge.context(problem=PROMPT, role_names=list(task.role_names),
-                         role_instructions=[task.revise_instructions(a) for a in range(2)],
-                         initial_messages=task.initial_messages(PROBLEM), history=[[HELPER], [MAIN]],
-                         reward=reward, entry_point=PROBLEM.entry_point)
-    (messages,) = bridge.build([ctx])
+    bridge = FeedbackBridge(ExternalConfig(mode=mode))
+    node = Node(id="0", turn=1, root=0, messages=[], details=[reward])
+    (messages,) = bridge.next_messages(task, [Continuation(PROBLEM, node, 0, [[HELPER], [MAIN]])])
     for agent, prompt in enumerate(messages):
         user = prompt[-1]["content"]
         for code in (helper_code, main_code):  # own latest code and the teammate's
@@ -72,8 +70,12 @@ def test_path_codes_take_the_scored_code_last_and_extract_earlier_turns(scored):
         path_codes([[MAIN]], reward)
 
 
-def test_bridge_leaves_other_rewards_to_their_task():
-    """Only a code reward carries code; a tool agent's or actions' context keeps codes=None."""
-    ctx = FeedbackBridge(RunConfig()).context(problem="p", role_names=["coder"], role_instructions=[""],
-                                              initial_messages=[], history=[["text"]], reward=object())
-    assert ctx.codes is None and ctx.code(0) == "text"
+def test_only_a_code_task_shows_scored_code(scored):
+    """The bridge asks the task what a prompt shows (`Task.shown_codes`): a code task the code its reward
+    scored; other tasks, or a reward without code, the responses as written (None)."""
+    task, reward = scored
+    history = [[HELPER], [MAIN]]
+    assert task.shown_codes(history, reward) == path_codes(history, reward)
+    assert task.shown_codes(history, object()) is None
+    assert ToolAgentTask().shown_codes([["text"]], reward) is None
+    assert TextTask(TextTaskConfig()).shown_codes([["text"]], reward) is None

@@ -13,11 +13,13 @@ import re
 from abc import abstractmethod
 from typing import Any
 
+from comlrl.contracts import TaskConfig
+from comlrl.errors import not_allowed
 from comlrl.tasks.base import Problem, Task
 from comlrl.tasks.code import reward as levels
-from comlrl.tasks.code.extract import extract_code
+from comlrl.tasks.code.extract import decorators, extract_code
 from comlrl.tasks.code.reward import CodeReward, ScoreRequest
-from comlrl.tasks.datasets import load_dataset
+from comlrl.tasks.datasets import DatasetConfig, load_dataset
 
 SYSTEM_PROMPT = (
     "You are an expert Python programmer. Answer with Python code in a single ```python code block "
@@ -43,7 +45,7 @@ def prompt_preamble(prompt: str, entry_point: str) -> str:
             continue
         if isinstance(node, ast.Expr):  # a module docstring or a stray expression
             continue
-        start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        start = min([node.lineno] + [d.lineno for d in decorators(node)])
         keep.append("\n".join(lines[start - 1 : node.end_lineno or node.lineno]))
     return "\n".join(keep) + ("\n" if keep else "")
 
@@ -73,15 +75,16 @@ class CodeTask(Task):
     stop_strings: tuple[str, ...] = ("```\n\n",)
 
     def __init__(self, sandbox: Any = None, reward: str = "levels") -> None:
-        from comlrl.registry import REWARDS
-
+        if reward not in levels.REWARDS:
+            raise not_allowed("task.reward", reward, f"one of: {', '.join(levels.REWARDS)} (or register it from a "
+                                                     "module listed in `plugins`)")
         self.sandbox = sandbox
-        self.rule: levels.CodeRewardRule = REWARDS.get(reward)
+        self.rule: levels.CodeRewardRule = levels.REWARDS[reward]
         self._tests: dict[tuple[str, str], Any] = {}
         self._range: tuple[float, float] | None = None
 
     @classmethod
-    def from_config(cls, task_cfg: Any, sandbox: Any) -> CodeTask:
+    def from_config(cls, task_cfg: TaskConfig, sandbox: Any) -> CodeTask:
         return cls(sandbox, task_cfg.reward)
 
     @property
@@ -92,7 +95,7 @@ class CodeTask(Task):
             self._range = (float(lo), float(hi))
         return self._range
 
-    def load(self, dataset_cfg: Any) -> tuple[list[Problem], list[Problem]]:
+    def load(self, dataset_cfg: DatasetConfig) -> tuple[list[Problem], list[Problem]]:
         return load_dataset(dataset_cfg)
 
     @abstractmethod
@@ -125,6 +128,10 @@ class CodeTask(Task):
     @abstractmethod
     def agent_codes(self, problem: Problem, completions: list[str]) -> tuple[str, ...]:
         """The code each agent contributes, extracted from its completion (never raises)."""
+
+    def shown_codes(self, history: list[list[str]], reward: Any) -> list[list[str]] | None:
+        """The code the reward scored, not a second reading of the text (`path_codes`)."""
+        return path_codes(history, reward) if isinstance(reward, CodeReward) else None
 
     def tests_for(self, problem: Problem) -> Any:
         """Parsed tests of a problem, parsed once per (test, entry point)."""
