@@ -15,16 +15,17 @@ from typing import Any
 
 __all__ = ["ConfigError", "RunConfig", "TrainResult", "load_config", "train"]
 
-_HOME = {"ConfigError": "comlrl.config", "RunConfig": "comlrl.config", "load_config": "comlrl.config",
-         "TrainResult": "comlrl.api", "train": "comlrl.api"}
-
-
 def __getattr__(name: str) -> Any:
-    if name not in _HOME:
-        raise AttributeError(f"module 'comlrl' has no attribute {name!r}")
-    import importlib
+    """The API names, imported on first use (explicit imports, so the import contracts see them)."""
+    if name in ("ConfigError", "RunConfig", "load_config"):
+        from comlrl import config
 
-    return vars(importlib.import_module(_HOME[name]))[name]
+        return vars(config)[name]
+    if name in ("TrainResult", "train"):
+        from comlrl import api
+
+        return vars(api)[name]
+    raise AttributeError(f"module 'comlrl' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:

