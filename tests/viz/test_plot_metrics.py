@@ -147,3 +147,28 @@ def test_cli_default_out_and_errors(tmp_path: Path, capsys: pytest.CaptureFixtur
     (tmp_path / "file").write_text("")
     assert mod.main([str(run), "--out", str(tmp_path / "file" / "sub")]) == 1
     assert capsys.readouterr().err.startswith("plot_metrics: cannot write to ")
+
+
+def test_running_band_is_the_mean_plus_minus_one_standard_error() -> None:
+    from comlrl.viz.metrics_plot import running_band
+
+    band = running_band([1.0, 3.0, math.nan, 5.0], 3)
+    assert all(math.isnan(v) for v in band[0])  # one value: no spread yet
+    assert band[1] == pytest.approx((1.0, 3.0))  # mean 2, sd sqrt(2), se 1
+    assert band[2] == pytest.approx((1.0, 3.0))  # the nan is skipped
+    assert band[3] == pytest.approx((3.0, 5.0))  # 3 and 5 (the nan skipped): mean 4, sd sqrt(2), se 1
+
+
+def test_the_reward_plot_is_relative_to_the_start_only_where_most_steps_have_it() -> None:
+    """A probe that covers the training problems gives reward_vs_start at every step; one that saw few of a
+    large pool's draws leaves a handful of points, and the plot shows the raw per-step reward instead."""
+    from comlrl.viz.metrics_plot import Run, training_reward_key
+
+    def run(with_vs: set[int]) -> Run:
+        steps = {s: {"reward_mean": 1.0, **({"reward_vs_start": 0.1} if s in with_vs else {})} for s in range(1, 7)}
+        return Run("r", Path("r"), {0: {"eval/pass_at_1": 0.5}, **steps})
+
+    assert training_reward_key([run(set(range(1, 7)))]) == "reward_vs_start"
+    assert training_reward_key([run({1, 2, 3})]) == "reward_vs_start"
+    assert training_reward_key([run({1, 4})]) == "reward_mean"
+    assert training_reward_key([run(set()), run({1, 2, 3, 4})]) == "reward_vs_start"
