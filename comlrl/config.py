@@ -187,10 +187,9 @@ class EvaluationConfig:
     chains sampled at model.temperature from `seed`, on the held-out set and on a probe of the problems the
     run trains on; before and after are compared problem by problem (comlrl/paired.py)."""
 
-    samples: int = 4  # sampled chains per problem (0 = greedy only)
+    samples: int = 4  # sampled chains per problem, on every set (0 = greedy only)
     greedy: bool = True  # also one greedy chain per problem (eval/pass_at_1)
     probe_problems: int = 8  # the first distinct training problems the run's steps draw (0 = no probe)
-    probe_samples: int = 8  # sampled chains per probe problem
     seed: int = 1234  # every evaluation samples from this seed: the same draws for the same weights
 
 
@@ -366,7 +365,6 @@ def validate(cfg: RunConfig) -> RunConfig:
     _require(ev.greedy or ev.samples > 0, "evaluation.greedy", ev.greedy,
              "true unless evaluation.samples > 0 (an evaluation needs greedy or sampled chains)")
     _require(ev.probe_problems >= 0, "evaluation.probe_problems", ev.probe_problems, "an integer >= 0")
-    _require(ev.probe_samples >= 1, "evaluation.probe_samples", ev.probe_samples, "an integer >= 1")
     ta = cfg.task.tool_agent
     _require(ta.format_weight >= 0, "task.tool_agent.format_weight", ta.format_weight, "a number >= 0")
     _require(ta.fake_response_penalty >= 0, "task.tool_agent.fake_response_penalty", ta.fake_response_penalty,

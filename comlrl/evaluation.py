@@ -2,7 +2,8 @@
 
 Each evaluation runs, per problem, one greedy chain and `evaluation.samples` chains sampled at the
 training temperature (a chain is one joint action per turn for `num_turns` turns, no early stop; the k
-sampled chains are one tree with k samples at turn 1 and one after), on two sets:
+sampled chains are one tree with k samples at turn 1 and one after), on two sets, both in one greedy and
+one sampled rollout (so a turn is one engine call per agent, whatever the sets):
 
 - `heldout`: the held-out split (`eval/...` keys; greedy keeps its historical names `eval/pass_at_1`);
 - `probe`: the first distinct training problems the run's steps draw (`eval/probe/...`), so the untrained
@@ -36,7 +37,6 @@ from comlrl.turn_metrics import turn_means, turn_sums
 
 SETS = ("heldout", "probe")
 PREFIX = {"heldout": "eval/", "probe": "eval/probe/"}
-LABELS = {"heldout": "held-out", "probe": "probe"}  # what the progress bar and prompt-cut lines call a set
 # per-problem score -> the metric whose paired difference is logged (greedy keeps its historical name)
 PAIRED = {"sampled_pass": "sampled/pass_at_1", "sampled_reward": "sampled/reward_mean", "greedy_pass": "pass_at_1"}
 
@@ -104,8 +104,8 @@ class Evaluator:
         probe = [comp.train[i] for i in probe_indices(len(comp.train), t.steps, t.trees_per_step, world, t.seed,
                                                        e.probe_problems)] if comp.train else []
         self.sets: dict[str, list[Any]] = {"heldout": heldout, "probe": probe}
-        self.samples = {"heldout": e.samples, "probe": e.probe_samples}
-        self.greedy = {"heldout": e.greedy, "probe": e.greedy}
+        self.samples: int = e.samples  # sampled chains per problem, every set
+        self.greedy: bool = e.greedy
         self.baseline: dict[str, dict[int, ProblemScore]] = {}
 
     @property
@@ -126,39 +126,45 @@ class Evaluator:
                 score = ProblemScore(**{k: v for k, v in r.items() if k != "step"})
                 self.baseline.setdefault(score.set, {})[score.index] = score
 
-    def _rollout(self, name: str, problems: list[Any], greedy: bool, samples: int) -> list[Node]:
+    def _rollout(self, problems: list[Any], greedy: bool) -> list[Node]:
+        """One rollout over every set's problems, so each turn is one engine call per agent."""
         m = self.c.cfg.magrpo
         if greedy:
             shape = TreeShape(m.num_agents, 1, m.num_turns, "align", None)
-            return Rollout(self.c, problems, greedy=True, label=f"{LABELS[name]} evaluation").run(shape, tag="eval.g.")
+            return Rollout(self.c, problems, greedy=True, label="evaluation (greedy)").run(shape, tag="eval.g.")
         torch.manual_seed(self.c.cfg.evaluation.seed + 7919 * self.c.accelerator.process_index)
         # k samples of each turn-1 prompt, then one per chain: k chains per problem sharing their first prompt
-        shape = TreeShape(m.num_agents, samples, m.num_turns, "align", None, later_generations=1)
-        return Rollout(self.c, problems, label=f"{LABELS[name]} evaluation (sampled)").run(shape, tag="eval.s.")
+        shape = TreeShape(m.num_agents, self.samples, m.num_turns, "align", None, later_generations=1)
+        return Rollout(self.c, problems, label="evaluation (sampled)").run(shape, tag="eval.s.")
 
-    def _score_set(self, name: str) -> tuple[dict[str, float], list[ProblemScore]]:
-        """This rank's share of one set: summed turn metrics (greedy and sampled) and per-problem scores."""
+    def _score_sets(self, names: list[str]) -> tuple[dict[str, dict[str, float]], dict[str, list[ProblemScore]]]:
+        """This rank's share of every set: summed turn metrics (greedy and sampled) and per-problem scores."""
         acc, task = self.c.accelerator, self.c.task
         num_turns = self.c.cfg.magrpo.num_turns
-        problems = self.sets[name]
-        mine = list(range(len(problems)))[acc.process_index :: acc.num_processes]
-        greedy, k = self.greedy[name], self.samples[name]
+        mine = [(name, i) for name in names
+                for i in list(range(len(self.sets[name])))[acc.process_index :: acc.num_processes]]
+        problems = [self.sets[name][i] for name, i in mine]
         empty = turn_sums([], num_turns, task)
-        sums = {f"g:{key}": 0.0 for key in empty} | {f"s:{key}": 0.0 for key in empty}
-        scores = [dict(set=name, index=i, task_id=_problem_label(problems[i], i), samples=k) for i in mine]
-        if mine and greedy:
-            roots = self._rollout(name, [problems[i] for i in mine], True, 1)
-            sums.update({f"g:{key}": v for key, v in turn_sums(roots, num_turns, task).items()})
-            for score, root in zip(scores, roots, strict=True):
-                passed, reward, _, _ = chain_stats(root, task.counts)
-                score.update(greedy_pass=passed, greedy_reward=reward)
-        if mine and k:
-            roots = self._rollout(name, [problems[i] for i in mine], False, k)
-            sums.update({f"s:{key}": v for key, v in turn_sums(roots, num_turns, task).items()})
+        sums = {name: {f"g:{key}": 0.0 for key in empty} | {f"s:{key}": 0.0 for key in empty} for name in names}
+        scores = [dict(set=name, index=i, task_id=_problem_label(self.sets[name][i], i), samples=self.samples)
+                  for name, i in mine]
+        for kind, wanted in (("g", self.greedy), ("s", self.samples > 0)):
+            if not (mine and wanted):
+                continue
+            roots = self._rollout(problems, greedy=kind == "g")
+            for name in names:
+                own = [root for root, (n, _) in zip(roots, mine, strict=True) if n == name]
+                sums[name].update({f"{kind}:{key}": v for key, v in turn_sums(own, num_turns, task).items()})
             for score, root in zip(scores, roots, strict=True):
                 passed, reward, first, rates = chain_stats(root, task.counts)
-                score.update(sampled_pass=passed, sampled_reward=reward, first_turn_reward=first, outcomes=rates)
-        return sums, [ProblemScore(**s) for s in scores]
+                if kind == "g":
+                    score.update(greedy_pass=passed, greedy_reward=reward)
+                else:
+                    score.update(sampled_pass=passed, sampled_reward=reward, first_turn_reward=first, outcomes=rates)
+        by_set: dict[str, list[ProblemScore]] = {name: [] for name in names}
+        for score in scores:
+            by_set[score["set"]].append(ProblemScore(**score))
+        return sums, by_set
 
     def run(self, step: int) -> tuple[dict[str, float], list[dict[str, Any]]]:
         """Metrics (`eval/...`) and per-problem records (eval.jsonl) of one evaluation, on every rank."""
@@ -166,11 +172,11 @@ class Evaluator:
         acc, num_turns = self.c.accelerator, self.c.cfg.magrpo.num_turns
         metrics: dict[str, float] = {}
         records: list[dict[str, Any]] = []
-        for name in SETS:
-            if not self.sets[name]:
-                continue
-            sums, mine = self._score_set(name)
-            total = reduce_sums(acc, sums)
+        names = [name for name in SETS if self.sets[name]]
+        all_sums, all_mine = self._score_sets(names)
+        for name in names:
+            total = reduce_sums(acc, all_sums[name])
+            mine = all_mine[name]
             scores = [s for part in gather_object([mine]) for s in part] if acc.num_processes > 1 else mine
             scores.sort(key=lambda s: s.index)
             metrics.update(self._set_metrics(name, total, len(scores), num_turns))
@@ -184,15 +190,15 @@ class Evaluator:
     def _set_metrics(self, name: str, total: dict[str, float], n: int, num_turns: int) -> dict[str, float]:
         prefix, out = PREFIX[name], {}
         for kind, sub in (("g", ""), ("s", "sampled/")):
-            if (kind == "g" and not self.greedy[name]) or (kind == "s" and not self.samples[name]):
+            if (kind == "g" and not self.greedy) or (kind == "s" and not self.samples):
                 continue
             sums = {key[2:]: v for key, v in total.items() if key.startswith(f"{kind}:")}
             means = turn_means(sums, num_turns, prefix=prefix + sub)
             out.update({key.replace("pass_rate", "pass_at_1"): v for key, v in means.items()})
             out[f"{prefix}{sub}pass_at_1"] = out[f"{prefix}{sub}turn_{num_turns}/pass_at_1"]
         out[f"{prefix}problems"] = n
-        if self.samples[name]:
-            out[f"{prefix}sampled/samples"] = self.samples[name]
+        if self.samples:
+            out[f"{prefix}sampled/samples"] = self.samples
         return out
 
     def _paired(self, name: str, scores: list[ProblemScore], step: int) -> dict[str, float]:

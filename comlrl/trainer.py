@@ -174,13 +174,10 @@ def _log_evaluation_start(evaluator: Evaluator) -> None:
     """One line before the first evaluation, so minutes without output are explained."""
     if not evaluator.c.accelerator.is_main_process:
         return
-    parts = []
-    for name, label in (("heldout", "held-out"), ("probe", "training-probe")):
-        if evaluator.sets[name]:
-            chains = (["1 greedy"] if evaluator.greedy[name] else []) + \
-                ([f"{evaluator.samples[name]} sampled"] if evaluator.samples[name] else [])
-            parts.append(f"{len(evaluator.sets[name])} {label} problems ({' + '.join(chains)} chains each)")
-    log.info("evaluating the untrained policy: %s", "; ".join(parts))
+    chains = (["1 greedy"] if evaluator.greedy else []) + ([f"{evaluator.samples} sampled"] if evaluator.samples else [])
+    sets = [f"{len(evaluator.sets[name])} {label}" for name, label in (("heldout", "held-out"), ("probe", "training-probe"))
+            if evaluator.sets[name]]
+    log.info("evaluating the untrained policy: %s problems (%s chains each)", " + ".join(sets), " + ".join(chains))
 
 
 def evaluation_summary(ev: dict[str, float]) -> str:
