@@ -227,8 +227,17 @@ def _draw(ax: Any, runs: list[Run], key: str, title: str, colours: list[Any], le
         ax.legend(fontsize=8, loc="best")
 
 
+def panels_with_data(runs: list[Run], specs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The panels some run has a finite value for (a run without a probe or greedy chains gets no empty
+    panel); the first panel alone, saying "no data", when none has."""
+    def has(key: str) -> bool:
+        return any(math.isfinite(y) for run in runs for y in run.series(key, not key.startswith("eval/"))[1])
+    return [spec for spec in specs if has(spec[0])] or specs[:1]
+
+
 def _panels(plt: Any, runs: list[Run], specs: list[tuple[str, str]], path: Path, colours: list[Any],
             suptitle: str, smooth: bool = False, zero_keys: tuple[str, ...] = (), band: bool = False) -> None:
+    specs = panels_with_data(runs, specs)
     ncols = 2 if len(specs) == 4 else min(len(specs), 3)
     nrows = math.ceil(len(specs) / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.4 * ncols, 3.3 * nrows), squeeze=False)

@@ -76,8 +76,9 @@ def test_two_runs_overlaid_with_nan_and_missing_keys(tmp_path: Path) -> None:
     paths = plot_runs(runs, tmp_path / "plots")
     assert [p.name for p in paths] == list(PLOTS)
     sizes = {p.name: check_png(p) for p in paths}
-    # reward.png has one panel per turn plus "all turns": turns 1, 2, 3 -> four panels, wider than loss.png
-    assert sizes["reward.png"][0] > sizes["loss.png"][0]
+    # reward_per_turn.png has one panel per turn plus "all turns": turns 1, 2, 3 -> four panels, wider than
+    # loss.png; reward.png keeps only its training panel (these runs have no sampled evaluation)
+    assert sizes["reward_per_turn.png"][0] > sizes["loss.png"][0] == sizes["reward.png"][0]
 
 
 def test_summary_table_numbers(tmp_path: Path) -> None:
@@ -172,3 +173,21 @@ def test_the_reward_plot_is_relative_to_the_start_only_where_most_steps_have_it(
     assert training_reward_key([run({1, 2, 3})]) == "reward_vs_start"
     assert training_reward_key([run({1, 4})]) == "reward_mean"
     assert training_reward_key([run(set()), run({1, 2, 3, 4})]) == "reward_vs_start"
+
+
+def test_a_panel_no_run_has_data_for_is_left_out() -> None:
+    """A run without a probe (or without greedy chains) drew an empty "no data" panel in reward.png; the panels
+    are those some run has a finite value for, and the first alone when none has."""
+    from comlrl.viz.metrics_plot import Run, panels_with_data
+
+    specs = [("reward_mean", "a"), ("eval/probe/sampled/reward_mean", "b"), ("eval/sampled/reward_mean", "c")]
+    no_probe = Run("r", Path("r"), {0: {"eval/sampled/reward_mean": 1.4}, 1: {"reward_mean": 1.6},
+                                    2: {"reward_mean": 1.7, "eval/sampled/reward_mean": 1.9}})
+    assert panels_with_data([no_probe], specs) == [specs[0], specs[2]]
+    nan_probe = Run("s", Path("s"), {0: {"eval/probe/sampled/reward_mean": math.nan}})
+    assert panels_with_data([no_probe, nan_probe], specs) == [specs[0], specs[2]]
+    with_probe = Run("t", Path("t"), {0: {"eval/probe/sampled/reward_mean": 1.2}})
+    assert panels_with_data([no_probe, with_probe], specs) == specs
+    assert panels_with_data([Run("e", Path("e"), {})], specs) == [specs[0]]
+    # only step 0 has the training key: a training panel ignores the evaluation line
+    assert panels_with_data([Run("z", Path("z"), {0: {"reward_mean": 1.0}})], specs[:1] + specs[2:]) == [specs[0]]
