@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -246,7 +247,7 @@ def _panels(plt: Any, runs: list[Run], specs: list[tuple[str, str]], path: Path,
               smooth=smooth and not key.startswith("eval/"), zero_line=key in zero_keys, band=band)
     for j in range(len(specs), nrows * ncols):
         axes[j // ncols][j % ncols].set_visible(False)
-    fig.suptitle(suptitle, fontsize=11)
+    fig.suptitle(textwrap.fill(suptitle, int(13 * 4.4 * ncols)), fontsize=11)  # ~13 characters an inch
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
