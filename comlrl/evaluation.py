@@ -142,7 +142,7 @@ class Evaluator:
         acc, task = self.c.accelerator, self.c.task
         num_turns = self.c.cfg.magrpo.num_turns
         mine = [(name, i) for name in names
-                for i in list(range(len(self.sets[name])))[acc.process_index :: acc.num_processes]]
+                for i in range(len(self.sets[name]))[acc.process_index :: acc.num_processes]]
         problems = [self.sets[name][i] for name, i in mine]
         empty = turn_sums([], num_turns, task)
         sums = {name: {f"g:{key}": 0.0 for key in empty} | {f"s:{key}": 0.0 for key in empty} for name in names}

@@ -98,6 +98,7 @@ def check_wandb() -> None:
     import pydantic  # wandb's settings are a pydantic model
     import wandb
     from wandb.sdk.lib.wbauth.validation import check_api_key
+    from wandb.sdk.lib.wbauth.wbnetrc import read_netrc_auth
 
     try:
         settings = wandb.Settings(silent=True)
@@ -115,23 +116,15 @@ def check_wandb() -> None:
             raise ConfigError(f"config error: logging.wandb=true but W&B refuses the login: WANDB_API_KEY invalid: "
                               f"{problem}")
         return
-    if not _netrc_has(settings.base_url):
+    try:
+        netrc_key = read_netrc_auth(host=settings.base_url)  # where `wandb login` writes its key
+    except wandb.errors.Error as exc:  # a malformed key in .netrc; the message never holds the key
+        raise ConfigError(f"config error: logging.wandb=true but W&B refuses the login: {exc}") from None
+    if netrc_key is None:
         raise ConfigError(
             "config error: logging.wandb=true but W&B has no login here (no WANDB_API_KEY, no `wandb login`): run "
             "`wandb login`, set WANDB_API_KEY, or set WANDB_MODE=offline to keep the run local (`wandb sync` "
             "uploads it later)")
-
-
-def _netrc_has(base_url: str) -> bool:
-    """Whether `wandb login` left a key for base_url's host in the netrc file (where it writes one)."""
-    import netrc
-    from urllib.parse import urlparse
-
-    path = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
-    try:
-        return netrc.netrc(path).authenticators(urlparse(base_url).hostname or "") is not None
-    except (OSError, netrc.NetrcParseError):
-        return False
 
 
 def truncate_jsonl(path: Path, keep: Any) -> None:
