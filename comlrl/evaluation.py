@@ -12,7 +12,8 @@ one sampled rollout (so a turn is one engine call per agent, whatever the sets):
 Sampling starts from `evaluation.seed` every time, so the same weights give the same draws and before and
 after differ only by the policy. Per-problem scores go to eval.jsonl; at every evaluation after the
 first, each set's paired difference to the first one (`..._delta`, `..._delta_lo`, `..._delta_hi`: the
-95% paired t interval over problems, comlrl/paired.py) goes to metrics.jsonl and TensorBoard.
+95% paired t interval over problems; for the probe's sampled figures, over the chains with the problems
+fixed: comlrl/paired.py) goes to metrics.jsonl and TensorBoard.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from accelerate.utils import gather_object
 from comlrl.components import Components
 from comlrl.contracts import Problem
 from comlrl.distributed import reduce_sums
-from comlrl.paired import pair_by_key, paired_difference
+from comlrl.paired import record_difference
 from comlrl.problem_draw import probe_indices
 from comlrl.rollout import TreeShape
 from comlrl.rollout_driver import Rollout
@@ -53,6 +54,8 @@ class ProblemScore:
     sampled_pass: float | None = None  # share of the sampled chains that passed after the last turn
     sampled_reward: float | None = None  # mean over the sampled chains of their mean reward per turn
     first_turn_reward: float | None = None  # mean turn-1 reward of the sampled chains (training's turn 1)
+    chain_passes: list[float] = field(default_factory=list)  # per sampled chain (the probe's interval)
+    chain_rewards: list[float] = field(default_factory=list)
     samples: int = 0
     outcomes: dict[str, float] = field(default_factory=dict)  # the task's outcome rates over sampled chains
 
@@ -77,11 +80,12 @@ def _problem_label(problem: Any, index: int) -> str:
     return problem.task_id if isinstance(problem, Problem) else str(index)
 
 
-def chain_stats(root: Node, outcome: Any) -> tuple[float, float, float, dict[str, float]]:
-    """(pass share after the last turn, mean of chain mean rewards, mean turn-1 reward, outcome rates)."""
+def chain_stats(root: Node, outcome: Any) -> tuple[list[float], list[float], float, dict[str, float]]:
+    """Per chain: passed after the last turn (1/0) and mean reward per turn; then the mean turn-1 reward and
+    the outcome rates over every chain's joint actions."""
     cs = chains(root)
-    passed = statistics.fmean(float(bool(c[-1][0].details[c[-1][1]].all_passed)) for c in cs)
-    reward = statistics.fmean(statistics.fmean(n.rewards[a] for n, a in c) for c in cs)
+    passed = [float(bool(c[-1][0].details[c[-1][1]].all_passed)) for c in cs]
+    reward = [statistics.fmean(n.rewards[a] for n, a in c) for c in cs]
     first = statistics.fmean(c[0][0].rewards[c[0][1]] for c in cs)
     rates: dict[str, float] = {}
     for c in cs:
@@ -158,9 +162,10 @@ class Evaluator:
             for score, root in zip(scores, roots, strict=True):
                 passed, reward, first, rates = chain_stats(root, task.counts)
                 if kind == "g":
-                    score.update(greedy_pass=passed, greedy_reward=reward)
+                    score.update(greedy_pass=passed[0], greedy_reward=reward[0])
                 else:
-                    score.update(sampled_pass=passed, sampled_reward=reward, first_turn_reward=first, outcomes=rates)
+                    score.update(sampled_pass=statistics.fmean(passed), sampled_reward=statistics.fmean(reward),
+                                 chain_passes=passed, chain_rewards=reward, first_turn_reward=first, outcomes=rates)
         by_set: dict[str, list[ProblemScore]] = {name: [] for name in names}
         for score in scores:
             by_set[score["set"]].append(ProblemScore(**score))
@@ -210,11 +215,9 @@ class Evaluator:
         first = {str(i): asdict(s) for i, s in base.items()}
         now = {str(s.index): asdict(s) for s in scores}
         for attr, key in PAIRED.items():
-            b, a = pair_by_key({i: r[attr] for i, r in first.items() if r[attr] is not None},
-                               {i: r[attr] for i, r in now.items() if r[attr] is not None})
-            if len(b) < 2:
+            d = record_difference(first, now, lambda r, attr=attr: r[attr], attr, fixed=name == "probe")
+            if d is None:
                 continue
-            d = paired_difference(b, a)
             out.update({f"{PREFIX[name]}{key}_delta": d.delta, f"{PREFIX[name]}{key}_delta_lo": d.lo,
                         f"{PREFIX[name]}{key}_delta_hi": d.hi})
         return out
