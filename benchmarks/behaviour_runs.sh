@@ -22,10 +22,10 @@ run() {
   echo "ran $name"
 }
 mkdir -p "$out"
-run align --config configs/align_T2_G4.yaml dataset.eval_size=4 evaluation.probe_problems=2 evaluation.probe_samples=2
+run align --config configs/align_T2_G4.yaml dataset.eval_size=4 evaluation.probe_problems=2
 run cross --config configs/cross_T2_G4.yaml dataset.eval_size=2 evaluation.probe_problems=1 evaluation.samples=1 \
     magrpo.num_generations=2 magrpo.early_termination_threshold=0.35 external.mode=level_passed
 run actions --config configs/actions_T4_G2.yaml magrpo.num_turns=3 training.eval_size=1 evaluation.probe_problems=1 \
-    evaluation.samples=1 evaluation.probe_samples=1
+    evaluation.samples=1
 run tool --config configs/tool_agent_T3_G4.yaml magrpo.num_turns=2 dataset.eval_size=2 evaluation.probe_problems=1 \
-    evaluation.samples=1 evaluation.probe_samples=2
+    evaluation.samples=1

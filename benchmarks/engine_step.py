@@ -114,7 +114,8 @@ def main() -> None:
     for ci, name in enumerate(args.configs):
         new_tokens = args.cross_max_new_tokens if "cross" in name else args.max_new_tokens
         overrides = [f"model.max_new_tokens={new_tokens}", f"training.torch_threads={args.threads}",
-                     "sandbox.cache=false", "logging.progress_bar=false", "rollout.engine=vllm"]
+                     "sandbox.cache=false", "logging.progress_bar=false", "rollout.engine=vllm",
+                     "dataset.max_problems=6"]  # the problems the recorded results used (the quick start trains on 2)
         if args.quick:
             overrides += ["model.name=tiny-random", "external.mode=plain"]
         cfg = load_config(ROOT / "configs" / f"{name}.yaml", overrides)

@@ -98,7 +98,8 @@ class ConfigBench:
 
         overrides = [f"model.max_new_tokens={max_new_tokens}", f"training.torch_threads={args.threads}",
                      "sandbox.cache=false", "logging.progress_bar=false", f"training.trees_per_step={args.trees}",
-                     "rollout.engine=hf"]  # the expander comparison of an earlier issue: hf generate on both sides
+                     "rollout.engine=hf",  # the expander comparison of an earlier issue: hf generate on both sides
+                     "dataset.max_problems=6"]  # the problems the recorded results used (the quick start trains on 2)
         if args.quick:
             overrides += ["model.name=tiny-random", "external.mode=plain"]
         cfg = load_config(ROOT / "configs" / f"{name}.yaml", overrides)

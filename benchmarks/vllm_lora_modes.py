@@ -48,7 +48,8 @@ def main() -> None:
 
     cfg = load_config(ROOT / "configs" / "align_T2_G4.yaml", [
         f"model.name={args.model}", f"model.max_new_tokens={args.length}", "logging.progress_bar=false",
-        f"training.torch_threads={args.threads}", "rollout.engine=hf"])
+        f"training.torch_threads={args.threads}", "rollout.engine=hf",
+        "dataset.max_problems=6"])  # the problems the recorded results used (the quick start trains on 2)
     comp = build(cfg, for_training=False)
     pol = comp.policies
     gen = torch.Generator().manual_seed(0)

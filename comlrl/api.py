@@ -69,6 +69,11 @@ def _spec(fn: Callable[..., Any] | str) -> str:
     return spec
 
 
+def _row(i: int) -> str:
+    """Row i+1, as the table loaders number dataset.jsonl's rows, with the list index it came from."""
+    return f"row {i + 1} (dataset[{i}])"
+
+
 def _rows(dataset: Any) -> list[Mapping[str, Any]]:
     if isinstance(dataset, Sequence) and not isinstance(dataset, str | bytes):
         rows = list(dataset)
@@ -81,7 +86,7 @@ def _rows(dataset: Any) -> list[Mapping[str, Any]]:
         rows = dataset.to_list()
     for i, row in enumerate(rows):
         if not isinstance(row, Mapping):
-            raise ConfigError(f"config error: dataset: row {i} is a {type(row).__name__}, expected a dict")
+            raise ConfigError(f"config error: dataset: {_row(i)} is a {type(row).__name__}, expected a dict")
     return rows
 
 
@@ -95,7 +100,7 @@ def write_rows(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
             try:
                 json.dumps(value)
             except (TypeError, ValueError) as exc:
-                raise DatasetError(f"dataset: row {i}, column {column!r}: {type(value).__name__} cannot be "
+                raise DatasetError(f"dataset: {_row(i)}, column {column!r}: {type(value).__name__} cannot be "
                                    f"written as JSON ({exc})") from None
         lines.append(json.dumps(dict(row), ensure_ascii=False) + "\n")
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -99,10 +99,9 @@ class EvaluationConfig:
     chains sampled at model.temperature from `seed`, on the held-out set and on a probe of the problems the
     run trains on; before and after are compared problem by problem (comlrl/paired.py)."""
 
-    samples: int = 4  # sampled chains per problem (0 = greedy only)
+    samples: int = 4  # sampled chains per problem, on every set (0 = greedy only)
     greedy: bool = True  # also one greedy chain per problem (eval/pass_at_1)
     probe_problems: int = 8  # the first distinct training problems the run's steps draw (0 = no probe)
-    probe_samples: int = 8  # sampled chains per probe problem
     seed: int = 1234  # every evaluation samples from this seed: the same draws for the same weights
 
 

@@ -179,7 +179,6 @@ def _validate_run(cfg: RunConfig) -> None:
     require(ev.greedy or ev.samples > 0, "evaluation.greedy", ev.greedy,
             "true unless evaluation.samples > 0 (an evaluation needs greedy or sampled chains)")
     require(ev.probe_problems >= 0, "evaluation.probe_problems", ev.probe_problems, "an integer >= 0")
-    require(ev.probe_samples >= 1, "evaluation.probe_samples", ev.probe_samples, "an integer >= 1")
     for name, task_type in TASKS.table.items():  # every task's options section, not only the chosen one's
         options = vars(cfg.task).get(name)
         if options is not None and name != cfg.task.name:

@@ -2,7 +2,8 @@
 
 Each evaluation runs, per problem, one greedy chain and `evaluation.samples` chains sampled at the
 training temperature (a chain is one joint action per turn for `num_turns` turns, no early stop; the k
-sampled chains are one tree with k samples at turn 1 and one after), on two sets:
+sampled chains are one tree with k samples at turn 1 and one after), on two sets, both in one greedy and
+one sampled rollout (so a turn is one engine call per agent, whatever the sets):
 
 - `heldout`: the held-out split (`eval/...` keys; greedy keeps its historical names `eval/pass_at_1`);
 - `probe`: the first distinct training problems the run's steps draw (`eval/probe/...`), so the untrained
@@ -11,7 +12,8 @@ sampled chains are one tree with k samples at turn 1 and one after), on two sets
 Sampling starts from `evaluation.seed` every time, so the same weights give the same draws and before and
 after differ only by the policy. Per-problem scores go to eval.jsonl; at every evaluation after the
 first, each set's paired difference to the first one (`..._delta`, `..._delta_lo`, `..._delta_hi`: the
-95% paired t interval over problems, comlrl/paired.py) goes to metrics.jsonl and TensorBoard.
+95% paired t interval over problems; for the probe's sampled figures, over the chains with the problems
+fixed: comlrl/paired.py) goes to metrics.jsonl and TensorBoard.
 """
 
 from __future__ import annotations
@@ -28,14 +30,13 @@ from comlrl.components import Components
 from comlrl.contracts import Problem
 from comlrl.distributed import sum_over_ranks
 from comlrl.metrics import Sums, TurnSums, turn_means, turn_sums
-from comlrl.paired import pair_by_key, paired_difference
+from comlrl.paired import record_difference
 from comlrl.problem_draw import probe_indices
 from comlrl.rollout import TreeShape
 from comlrl.tree import Node
 
 SETS = ("heldout", "probe")
 PREFIX = {"heldout": "eval/", "probe": "eval/probe/"}
-LABELS = {"heldout": "held-out", "probe": "probe"}  # what the progress bar and prompt-cut lines call a set
 # per-problem score -> the metric whose paired difference is logged (greedy keeps its historical name)
 PAIRED = {"sampled_pass": "sampled/pass_at_1", "sampled_reward": "sampled/reward_mean", "greedy_pass": "pass_at_1"}
 
@@ -60,6 +61,8 @@ class ProblemScore:
     sampled_pass: float | None = None  # share of the sampled chains that passed after the last turn
     sampled_reward: float | None = None  # mean over the sampled chains of their mean reward per turn
     first_turn_reward: float | None = None  # mean turn-1 reward of the sampled chains (training's turn 1)
+    chain_passes: list[float] = field(default_factory=list)  # per sampled chain (the probe's interval)
+    chain_rewards: list[float] = field(default_factory=list)
     samples: int = 0
     outcomes: dict[str, float] = field(default_factory=dict)  # the task's outcome rates over sampled chains
 
@@ -84,11 +87,12 @@ def _problem_label(problem: Any, index: int) -> str:
     return problem.task_id if isinstance(problem, Problem) else str(index)
 
 
-def chain_stats(root: Node, outcome: Any) -> tuple[float, float, float, dict[str, float]]:
-    """(pass share after the last turn, mean of chain mean rewards, mean turn-1 reward, outcome rates)."""
+def chain_stats(root: Node, outcome: Any) -> tuple[list[float], list[float], float, dict[str, float]]:
+    """Per chain: passed after the last turn (1/0) and mean reward per turn; then the mean turn-1 reward and
+    the outcome rates over every chain's joint actions."""
     cs = chains(root)
-    passed = statistics.fmean(float(bool(c[-1][0].details[c[-1][1]].all_passed)) for c in cs)
-    reward = statistics.fmean(statistics.fmean(n.rewards[a] for n, a in c) for c in cs)
+    passed = [float(bool(c[-1][0].details[c[-1][1]].all_passed)) for c in cs]
+    reward = [statistics.fmean(n.rewards[a] for n, a in c) for c in cs]
     first = statistics.fmean(c[0][0].rewards[c[0][1]] for c in cs)
     rates: dict[str, float] = {}
     for c in cs:
@@ -111,8 +115,8 @@ class Evaluator:
         probe = [comp.train[i] for i in probe_indices(len(comp.train), t.steps, t.trees_per_step, world, t.seed,
                                                        e.probe_problems)] if comp.train else []
         self.sets: dict[str, list[Any]] = {"heldout": heldout, "probe": probe}
-        self.samples = {"heldout": e.samples, "probe": e.probe_samples}
-        self.greedy = {"heldout": e.greedy, "probe": e.greedy}
+        self.samples: int = e.samples  # sampled chains per problem, every set
+        self.greedy: bool = e.greedy
         self.baseline: dict[str, dict[int, ProblemScore]] = {}
 
     @property
@@ -133,41 +137,51 @@ class Evaluator:
                 score = ProblemScore(**{k: v for k, v in r.items() if k != "step"})
                 self.baseline.setdefault(score.set, {})[score.index] = score
 
-    def _rollout(self, name: str, problems: list[Any], greedy: bool, samples: int) -> list[Node]:
+    def _rollout(self, problems: list[Any], greedy: bool) -> list[Node]:
+        """One rollout over every set's problems, so each turn is one engine call per agent."""
         m = self.c.cfg.magrpo
         if greedy:
             shape = TreeShape(m.num_agents, 1, m.num_turns, "align", None)
-            return self.c.rollout(problems, greedy=True, label=f"{LABELS[name]} evaluation").run(shape, tag="eval.g.")
+            return self.c.rollout(problems, greedy=True, label="evaluation (greedy)").run(shape, tag="eval.g.")
         torch.manual_seed(self.c.cfg.evaluation.seed + 7919 * self.c.accelerator.process_index)
         # k samples of each turn-1 prompt, then one per chain: k chains per problem sharing their first prompt
-        shape = TreeShape(m.num_agents, samples, m.num_turns, "align", None, later_generations=1)
-        return self.c.rollout(problems, label=f"{LABELS[name]} evaluation (sampled)").run(shape, tag="eval.s.")
+        shape = TreeShape(m.num_agents, self.samples, m.num_turns, "align", None, later_generations=1)
+        return self.c.rollout(problems, label="evaluation (sampled)").run(shape, tag="eval.s.")
 
     def _turn_sums(self, roots: list[Node]) -> list[TurnSums]:
         task = self.c.task
         return turn_sums(roots, self.c.cfg.magrpo.num_turns, task.count_names, task.counts)
 
-    def _score_set(self, name: str) -> tuple[SetSums, list[ProblemScore]]:
-        """This rank's share of one set: summed turn metrics (greedy and sampled) and per-problem scores."""
+    def _score_sets(self, names: list[str]) -> tuple[dict[str, SetSums], dict[str, list[ProblemScore]]]:
+        """This rank's share of every set: summed turn metrics (greedy and sampled) and per-problem scores."""
         acc, task = self.c.accelerator, self.c.task
-        problems = self.sets[name]
-        mine = list(range(len(problems)))[acc.process_index :: acc.num_processes]
-        greedy, k = self.greedy[name], self.samples[name]
-        sums = SetSums(self._turn_sums([]), self._turn_sums([]))
-        scores = [dict(set=name, index=i, task_id=_problem_label(problems[i], i), samples=k) for i in mine]
-        if mine and greedy:
-            roots = self._rollout(name, [problems[i] for i in mine], True, 1)
-            sums.greedy = self._turn_sums(roots)
-            for score, root in zip(scores, roots, strict=True):
-                passed, reward, _, _ = chain_stats(root, task.counts)
-                score.update(greedy_pass=passed, greedy_reward=reward)
-        if mine and k:
-            roots = self._rollout(name, [problems[i] for i in mine], False, k)
-            sums.sampled = self._turn_sums(roots)
+        mine = [(name, i) for name in names
+                for i in range(len(self.sets[name]))[acc.process_index :: acc.num_processes]]
+        problems = [self.sets[name][i] for name, i in mine]
+        sums = {name: SetSums(self._turn_sums([]), self._turn_sums([])) for name in names}
+        scores = [dict(set=name, index=i, task_id=_problem_label(self.sets[name][i], i), samples=self.samples)
+                  for name, i in mine]
+        for kind, wanted in (("g", self.greedy), ("s", self.samples > 0)):
+            if not (mine and wanted):
+                continue
+            roots = self._rollout(problems, greedy=kind == "g")
+            for name in names:
+                own = self._turn_sums([root for root, (n, _) in zip(roots, mine, strict=True) if n == name])
+                if kind == "g":
+                    sums[name].greedy = own
+                else:
+                    sums[name].sampled = own
             for score, root in zip(scores, roots, strict=True):
                 passed, reward, first, rates = chain_stats(root, task.counts)
-                score.update(sampled_pass=passed, sampled_reward=reward, first_turn_reward=first, outcomes=rates)
-        return sums, [ProblemScore(**s) for s in scores]
+                if kind == "g":
+                    score.update(greedy_pass=passed[0], greedy_reward=reward[0])
+                else:
+                    score.update(sampled_pass=statistics.fmean(passed), sampled_reward=statistics.fmean(reward),
+                                 chain_passes=passed, chain_rewards=reward, first_turn_reward=first, outcomes=rates)
+        by_set: dict[str, list[ProblemScore]] = {name: [] for name in names}
+        for score in scores:
+            by_set[score["set"]].append(ProblemScore(**score))
+        return sums, by_set
 
     def run(self, step: int) -> tuple[dict[str, float], list[dict[str, Any]]]:
         """Metrics (`eval/...`) and per-problem records (eval.jsonl) of one evaluation, on every rank."""
@@ -175,11 +189,11 @@ class Evaluator:
         acc, num_turns = self.c.accelerator, self.c.cfg.magrpo.num_turns
         metrics: dict[str, float] = {}
         records: list[dict[str, Any]] = []
-        for name in SETS:
-            if not self.sets[name]:
-                continue
-            sums, mine = self._score_set(name)
-            total = sums.reduced(lambda values: sum_over_ranks(acc, values))
+        names = [name for name in SETS if self.sets[name]]
+        all_sums, all_mine = self._score_sets(names)
+        for name in names:
+            total = all_sums[name].reduced(lambda values: sum_over_ranks(acc, values))
+            mine = all_mine[name]
             scores = [s for part in gather_object([mine]) for s in part] if acc.num_processes > 1 else mine
             scores.sort(key=lambda s: s.index)
             metrics.update(self._set_metrics(name, total, len(scores), num_turns))
@@ -192,14 +206,14 @@ class Evaluator:
 
     def _set_metrics(self, name: str, total: SetSums, n: int, num_turns: int) -> dict[str, float]:
         prefix, out = PREFIX[name], {}
-        for turns, sub, ran in ((total.greedy, "", self.greedy[name]), (total.sampled, "sampled/", self.samples[name])):
+        for turns, sub, ran in ((total.greedy, "", self.greedy), (total.sampled, "sampled/", self.samples > 0)):
             if not ran:
                 continue
             out.update(turn_means(turns, prefix=prefix + sub, passed="pass_at_1"))
             out[f"{prefix}{sub}pass_at_1"] = out[f"{prefix}{sub}turn_{num_turns}/pass_at_1"]
         out[f"{prefix}problems"] = n
-        if self.samples[name]:
-            out[f"{prefix}sampled/samples"] = self.samples[name]
+        if self.samples:
+            out[f"{prefix}sampled/samples"] = self.samples
         return out
 
     def _paired(self, name: str, scores: list[ProblemScore], step: int) -> dict[str, float]:
@@ -211,11 +225,9 @@ class Evaluator:
         first = {str(i): asdict(s) for i, s in base.items()}
         now = {str(s.index): asdict(s) for s in scores}
         for attr, key in PAIRED.items():
-            b, a = pair_by_key({i: r[attr] for i, r in first.items() if r[attr] is not None},
-                               {i: r[attr] for i, r in now.items() if r[attr] is not None})
-            if len(b) < 2:
+            d = record_difference(first, now, lambda r, attr=attr: r[attr], attr, fixed=name == "probe")
+            if d is None:
                 continue
-            d = paired_difference(b, a)
             out.update({f"{PREFIX[name]}{key}_delta": d.delta, f"{PREFIX[name]}{key}_delta_lo": d.lo,
                         f"{PREFIX[name]}{key}_delta_hi": d.hi})
         return out

@@ -4,18 +4,27 @@ An evaluation scores each problem on its own (greedy chain, k sampled chains at 
 temperature, always from the same seed), so "before" and "after" are two numbers per problem. Their
 per-problem differences carry far less noise than two independent pass rates: problem difficulty cancels.
 The interval is the paired Student-t interval over problems (mean difference +- t(0.975, n-1) x sd/sqrt n),
-chosen over a bootstrap because it stays honest for the 8-problem probe of a short run, where a percentile
-bootstrap is too narrow. Pure: no torch, no files.
+chosen over a bootstrap because it stays honest for a handful of problems, where a percentile bootstrap is
+too narrow.
+
+The trained-on problems (the probe) are a different question: not "does training help on problems like
+these" but "did the policy get better on these very problems". There the problems are fixed and only the
+chains sampled for each are random, so the interval of the sampled figures comes from the spread of the
+chains around their problem's mean (pooled over problems, `within_problem_difference`); with the few
+problems a short run trains on, a t over problems could not show any change. Pure: no torch, no files.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 METHOD = "paired t over problems"
+METHOD_FIXED = "over the chains, the problems fixed"
+# a sampled per-problem score -> the record field holding its value per chain
+CHAINS = {"sampled_pass": "chain_passes", "sampled_reward": "chain_rewards"}
 
 
 def _betacf(a: float, b: float, x: float) -> float:
@@ -114,7 +123,59 @@ def paired_difference(before: Sequence[float], after: Sequence[float], level: fl
     return PairedDiff(n, statistics.fmean(before), statistics.fmean(after), delta, delta - half, delta + half)
 
 
+def within_problem_difference(before: Sequence[Sequence[float]], after: Sequence[Sequence[float]],
+                              level: float = 0.95) -> PairedDiff:
+    """Mean over problems of (after mean - before mean) of per-chain values, the problems held fixed.
+
+    before[i] and after[i] are problem i's chain values. The chains' variance around their problem's mean is
+    pooled over problems (per side), the standard error is sqrt(sum_i s2_b/k_bi + s2_a/k_ai) / P, and the
+    quantile is Student's t with the pooled degrees of freedom. Treating before and after as independent is
+    conservative: both sample from one seed, which correlates them positively.
+    """
+    if len(before) != len(after):
+        raise ValueError(f"within_problem_difference: {len(before)} problems before, {len(after)} after")
+    if not before:
+        raise ValueError("within_problem_difference needs at least one problem")
+    if any(not chains for chains in (*before, *after)):
+        raise ValueError("within_problem_difference needs at least one chain per problem on each side")
+    p = len(before)
+    var, df = [], 0
+    for side in (before, after):
+        dof = sum(len(c) - 1 for c in side)
+        ss = sum(sum((x - statistics.fmean(c)) ** 2 for x in c) for c in side)
+        var.append(ss / dof if dof else math.inf)
+        df += dof
+    b_means = [statistics.fmean(c) for c in before]
+    a_means = [statistics.fmean(c) for c in after]
+    delta = statistics.fmean(a - b for a, b in zip(a_means, b_means, strict=True))
+    if math.inf in var or df < 1:
+        half = math.inf
+    else:
+        se = math.sqrt(sum(var[0] / len(b) + var[1] / len(a) for b, a in zip(before, after, strict=True))) / p
+        half = t_quantile(0.5 + level / 2, df) * se
+    return PairedDiff(p, statistics.fmean(b_means), statistics.fmean(a_means), delta, delta - half, delta + half)
+
+
 def pair_by_key(before: dict[str, float], after: dict[str, float]) -> tuple[list[float], list[float]]:
     """The scores of the problems present in both evaluations, in the same order (sorted keys)."""
     keys = sorted(before.keys() & after.keys())
     return [before[k] for k in keys], [after[k] for k in keys]
+
+
+def record_difference(before: Mapping[str, Mapping], after: Mapping[str, Mapping],
+                      value: Callable[[Mapping], float | None], field: str = "",
+                      fixed: bool = False) -> PairedDiff | None:
+    """Before/after of one per-problem score of two evaluations' records (keyed by problem).
+
+    `fixed` (the trained-on probe) with a sampled `field` whose records hold their chains
+    (`CHAINS`) uses `within_problem_difference`; otherwise the paired t over problems, which needs two.
+    None where nothing can be paired.
+    """
+    chains = CHAINS.get(field) if fixed else None
+    keys = sorted(k for k in before.keys() & after.keys()
+                  if value(before[k]) is not None and value(after[k]) is not None)
+    if chains and keys and all(before[k].get(chains) and after[k].get(chains) for k in keys):
+        return within_problem_difference([before[k][chains] for k in keys], [after[k][chains] for k in keys])
+    if len(keys) < 2:
+        return None
+    return paired_difference([value(before[k]) for k in keys], [value(after[k]) for k in keys])

@@ -9,9 +9,7 @@ says to replace them: nothing is deleted that the user did not ask to delete.
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
-import io
 import json
 import math
 import os
@@ -92,26 +90,37 @@ def make_trackers(cfg: RunConfig, resume_step: int = 0) -> list[Any]:
 
 def check_wandb() -> None:
     """logging.wandb=true: refuse now, before the model loads, what `wandb.init` would refuse at the first
-    log (no package, a bad WANDB_MODE, no login for an online run). The key is only looked for, not sent."""
+    log (no package, a bad WANDB_MODE, no login for an online run). Only settings files, the environment
+    and ~/.netrc are read: `wandb.setup()`/`wandb.login()` would start W&B's service process, whose exit
+    can hang for minutes on a machine without network. The key is looked at, never sent."""
     if importlib.util.find_spec("wandb") is None:
         raise ConfigError("config error: logging.wandb=true needs the wandb package (pip install wandb)")
     import pydantic  # wandb's settings are a pydantic model
     import wandb
+    from wandb.sdk.lib.wbauth.validation import check_api_key
+    from wandb.sdk.lib.wbauth.wbnetrc import read_netrc_auth
 
     try:
-        mode = wandb.setup().settings.mode
+        settings = wandb.Settings(silent=True)
+        settings.update_from_system_settings()
+        settings.update_from_env_vars(dict(os.environ))
     except pydantic.ValidationError as exc:  # wandb's settings validation, e.g. an unknown WANDB_MODE
         bad = exc.errors()[0]
         raise ConfigError(f"config error: logging.wandb=true but W&B's settings are refused: "
-                          f"{'.'.join(map(str, bad['loc']))}={bad['input']!r}: {bad['msg']}") from None
-    if mode in ("offline", "dryrun", "disabled"):
+                          f"{'.'.join(map(str, bad['loc'])) or 'mode'}={bad['input']!r}: {bad['msg']}") from None
+    if settings.mode in ("offline", "dryrun", "disabled"):
+        return
+    key = os.environ.get("WANDB_API_KEY")
+    if key is not None:
+        if problem := check_api_key(key):  # a malformed key; the message names the variable, never the key
+            raise ConfigError(f"config error: logging.wandb=true but W&B refuses the login: WANDB_API_KEY invalid: "
+                              f"{problem}")
         return
     try:
-        with contextlib.redirect_stderr(io.StringIO()):  # wandb's "Loaded credentials ..." chatter
-            logged_in = wandb.login(prompt=False, verify=False)
-    except wandb.errors.Error as exc:  # a malformed key; the message names the variable, never the key
+        netrc_key = read_netrc_auth(host=settings.base_url)  # where `wandb login` writes its key
+    except wandb.errors.Error as exc:  # a malformed key in .netrc; the message never holds the key
         raise ConfigError(f"config error: logging.wandb=true but W&B refuses the login: {exc}") from None
-    if not logged_in:
+    if netrc_key is None:
         raise ConfigError(
             "config error: logging.wandb=true but W&B has no login here (no WANDB_API_KEY, no `wandb login`): run "
             "`wandb login`, set WANDB_API_KEY, or set WANDB_MODE=offline to keep the run local (`wandb sync` "

@@ -1,7 +1,8 @@
 """The lines a finished run prints last: what training changed, problem by problem, and how sure that is.
 
 Every figure is a paired before/after over the same problems with the same sampling seed (eval.jsonl,
-written by comlrl/evaluation.py), with the 95% paired t interval over problems (comlrl/paired.py). Lines
+written by comlrl/evaluation.py), with its 95% interval (comlrl/paired.py: a paired t over problems; for the
+sampled figures of the trained-on problems, over their chains with the problems fixed). Lines
 whose interval excludes zero come first, so the report leads with what moved; the others say "within
 noise". `write_report` also draws the plots and the last step's tree page from the run's own files.
 The line-making is pure (tested without a model).
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from comlrl.paired import METHOD, PairedDiff, pair_by_key, paired_difference
+from comlrl.paired import METHOD, METHOD_FIXED, PairedDiff, record_difference
 
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
 
@@ -81,16 +82,14 @@ def paired_lines(before: Sequence[dict[str, Any]], after: Sequence[dict[str, Any
             continue
         samples = max((int(r.get("samples") or 0) for r in a_sets[name].values()), default=0)
         for m in MEASURES:
-            b = {k: v for k, r in b_sets[name].items() if (v := _value(r, m.field)) is not None}
-            a = {k: v for k, r in a_sets[name].items() if (v := _value(r, m.field)) is not None}
-            xb, xa = pair_by_key(b, a)
-            if len(xb) < 2:
+            d = record_difference(b_sets[name], a_sets[name], lambda r, f=m.field: _value(r, f), m.field,
+                                  fixed=name == "probe")
+            if d is None:
                 continue
-            d = paired_difference(xb, xa)
             if m.field.startswith("outcome:") and d.before == d.after == 0:
                 continue  # a cooperation rate that never occurred says nothing
             kind = f"{samples} samples each" if "sampled" in m.label and samples else "1 greedy chain each"
-            text = f"{SET_LABELS[name]}, {m.label} ({len(xb)} problems, {kind}): {_format(d, m.percent)}: {d.verdict}"
+            text = f"{SET_LABELS[name]}, {m.label} ({d.n} problems, {kind}): {_format(d, m.percent)}: {d.verdict}"
             lines.append((0 if d.verdict != "within noise" else 1, text))
     lines.sort(key=lambda x: x[0])  # stable: what moved leads, in the order above
     return [text for _, text in lines]
@@ -106,7 +105,7 @@ def summary_lines(records: Sequence[dict[str, Any]]) -> list[str]:
     lines = paired_lines(first, last)
     if lines:
         lines.append(f"(before = the untrained policy, after = step {steps[-1]}; the same problems and sampling "
-                     f"seed; intervals: 95%, {METHOD})")
+                     f"seed; intervals: 95%, {METHOD} (trained-on sampled figures: {METHOD_FIXED}))")
     return lines
 
 

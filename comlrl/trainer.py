@@ -141,17 +141,19 @@ def _progress_bar(total: int, start: int) -> Any:
                 bar_format="{desc} | step {n_fmt}/{total_fmt} [{elapsed}{postfix}]")
 
 
+def evaluation_plan(sets: dict[str, list[Any]], greedy: bool, samples: int) -> str:
+    """What an evaluation will score (an `Evaluator`'s sets, greedy flag and sample count), in words."""
+    chains = (["1 greedy"] if greedy else []) + ([f"{samples} sampled"] if samples else [])
+    chain = "chain" if chains in (["1 greedy"], ["1 sampled"]) else "chains"
+    return "; ".join(f"{plural(len(sets[name]), f'{label} problem')} ({' + '.join(chains)} {chain} each)"
+                     for name, label in (("heldout", "held-out"), ("probe", "training-probe")) if sets[name])
+
+
 def _log_evaluation_start(evaluator: Evaluator) -> None:
     """One line before the first evaluation, so minutes without output are explained."""
-    if not evaluator.c.accelerator.is_main_process:
-        return
-    parts = []
-    for name, label in (("heldout", "held-out"), ("probe", "training-probe")):
-        if evaluator.sets[name]:
-            chains = (["1 greedy"] if evaluator.greedy[name] else []) + \
-                ([f"{evaluator.samples[name]} sampled"] if evaluator.samples[name] else [])
-            parts.append(f"{len(evaluator.sets[name])} {label} problems ({' + '.join(chains)} chains each)")
-    log.info("evaluating the untrained policy: %s", "; ".join(parts))
+    if evaluator.c.accelerator.is_main_process:
+        log.info("evaluating the untrained policy: %s",
+                 evaluation_plan(evaluator.sets, evaluator.greedy, evaluator.samples))
 
 
 def evaluation_summary(ev: dict[str, float]) -> str:
@@ -163,10 +165,10 @@ def evaluation_summary(ev: dict[str, float]) -> str:
             bits.append(f"greedy {ev['eval/pass_at_1']:.3f}")
         if "eval/sampled/pass_at_1" in ev:
             bits.append(f"sampled {ev['eval/sampled/pass_at_1']:.3f}")
-        parts.append(f"held-out pass@1 {', '.join(bits)} of {int(ev['eval/problems'])} problems")
+        parts.append(f"held-out pass@1 {', '.join(bits)} of {plural(int(ev['eval/problems']), 'problem')}")
     if "eval/probe/sampled/reward_mean" in ev:
         parts.append(f"training probe sampled reward {ev['eval/probe/sampled/reward_mean']:.3f} "
-                     f"of {int(ev['eval/probe/problems'])} problems")
+                     f"of {plural(int(ev['eval/probe/problems']), 'problem')}")
     return "; ".join(parts)
 
 

@@ -8,7 +8,7 @@ import statistics
 
 import pytest
 
-from comlrl.paired import pair_by_key, paired_difference, t_cdf, t_quantile
+from comlrl.paired import pair_by_key, paired_difference, t_cdf, t_quantile, within_problem_difference
 from comlrl.problem_draw import probe_indices, step_problems
 
 
@@ -69,6 +69,52 @@ def test_interval_covers_zero_at_the_nominal_rate_under_no_change() -> None:
         d = paired_difference(before, after)
         misses += d.lo > 0 or d.hi < 0
     assert 0.035 < misses / 2000 < 0.065
+
+
+def test_within_problem_difference_hand_computed() -> None:
+    # problem 1: [0, 1] -> [1, 1]; problem 2: [2, 2] -> [2, 3]. Pooled SS before 0.5 + 0 over dof 2 = 0.25,
+    # after 0 + 0.5 over 2 = 0.25; se = sqrt(2 x (0.25/2 + 0.25/2)) / 2 = 0.353553; df 4; delta 0.5
+    d = within_problem_difference([[0, 1], [2, 2]], [[1, 1], [2, 3]])
+    assert (d.n, d.before, d.after, d.delta) == (2, 1.25, 1.75, 0.5)
+    half = 2.776445 * math.sqrt(0.25) / 2 * math.sqrt(2)
+    assert (d.lo, d.hi) == pytest.approx((0.5 - half, 0.5 + half), abs=1e-5)
+
+
+def test_within_problem_difference_sees_a_change_a_t_over_two_problems_cannot() -> None:
+    """Two trained-on problems, 16 chains each, every chain's reward up by about 0.5: the chains say it
+    moved; a t over the 2 problems (1 degree of freedom) cannot."""
+    rng = random.Random(3)
+    before = [[rng.gauss(m, 0.3) for _ in range(16)] for m in (1.0, 2.0)]
+    after = [[rng.gauss(m + 0.5, 0.3) for _ in range(16)] for m in (1.0, 2.0)]
+    fixed = within_problem_difference(before, after)
+    assert fixed.verdict == "improved" and fixed.delta == pytest.approx(0.5, abs=0.15)
+    means = [statistics.fmean(c) for c in before], [statistics.fmean(c) for c in after]
+    assert paired_difference(*means).lo < 0 < fixed.lo
+
+
+def test_within_problem_interval_covers_zero_at_most_the_nominal_rate_under_no_change() -> None:
+    """No change: 2000 simulated probes of 4 problems x 4 chains (0/1 passes and rewards) exclude zero in
+    at most ~5% of cases (fewer where before and after share the seed's draws)."""
+    rng = random.Random(2)
+    misses = 0
+    for _ in range(2000):
+        means = [rng.random() for _ in range(4)]
+        before = [[float(rng.random() < m) + rng.gauss(0, 0.1) for _ in range(4)] for m in means]
+        after = [[float(rng.random() < m) + rng.gauss(0, 0.1) for _ in range(4)] for m in means]
+        d = within_problem_difference(before, after)
+        misses += d.lo > 0 or d.hi < 0
+    assert misses / 2000 < 0.065
+
+
+def test_within_problem_difference_edges() -> None:
+    flat = within_problem_difference([[1.0, 1.0]], [[1.0, 1.0]])
+    assert (flat.delta, flat.lo, flat.hi, flat.verdict) == (0.0, 0.0, 0.0, "within noise")
+    single = within_problem_difference([[0.0]], [[1.0]])
+    assert single.delta == 1.0 and math.isinf(single.hi) and single.verdict == "within noise"
+    with pytest.raises(ValueError, match="2 problems before, 1 after"):
+        within_problem_difference([[0.0], [1.0]], [[1.0]])
+    with pytest.raises(ValueError, match="one chain per problem"):
+        within_problem_difference([[0.0], []], [[1.0], [1.0]])
 
 
 def test_pair_by_key_keeps_shared_problems_in_one_order() -> None:

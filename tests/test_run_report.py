@@ -55,8 +55,39 @@ def test_report_leads_with_what_moved_and_labels_noise() -> None:
     held = [x for x in lines if x.startswith("held-out")]
     assert [x.rsplit(": ", 1)[1] for x in held] == ["within noise"] * 3
     assert any("greedy pass@1 (4 problems, 1 greedy chain each): 50.0% -> 25.0%, -25.0 points" in x for x in held)
-    assert lines[-1].startswith("(before = the untrained policy, after = step 4; the same problems and sampling "
-                                "seed; intervals: 95%, paired t over problems)")
+    assert lines[-1] == ("(before = the untrained policy, after = step 4; the same problems and sampling seed; "
+                         "intervals: 95%, paired t over problems (trained-on sampled figures: over the chains, the "
+                         "problems fixed))")
+
+
+def _with_chains(records: list[dict], rewards: list[list[float]]) -> list[dict]:
+    for r, chain in zip(records, rewards, strict=True):
+        r.update(chain_rewards=chain, chain_passes=[float(x >= 2) for x in chain],
+                 sampled_reward=sum(chain) / len(chain), sampled_pass=sum(x >= 2 for x in chain) / len(chain))
+    return records
+
+
+def test_trained_on_problems_are_judged_over_their_chains() -> None:
+    """Two trained-on problems, four chains each, every chain higher after: a t over the two problems
+    (one degree of freedom) calls it noise; the probe's interval comes from the chains and calls it improved.
+    The held-out set keeps the t over problems even when its records hold chains."""
+    chains_b, chains_a = [[1.0, 1.2, 0.8, 1.0], [2.0, 1.8, 2.2, 2.0]], [[2.0, 2.2, 1.8, 2.0],
+                          [2.25, 2.05, 2.45, 2.25]]
+    zeros = [0.0, 0.0]
+    before = _with_chains(_records(0, "probe", zeros, zeros), chains_b)
+    after = _with_chains(_records(5, "probe", zeros, zeros), chains_a)
+    line = paired_lines(before, after)[0]
+    # problems +1.0 and +0.25; pooled chain variance 0.16/6 on each side; se sqrt(4 x 0.02667 / 4) / 2 = 0.0816,
+    # t(0.975, 12) = 2.179
+    assert line == ("trained-on problems (probe), sampled reward (2 problems, 4 samples each): 1.500 -> 2.125, "
+                    "+0.625 (95% CI +0.447 to +0.803): improved")
+    held_b = _with_chains(_records(0, "heldout", zeros, zeros), chains_b)
+    held_a = _with_chains(_records(5, "heldout", zeros, zeros), chains_a)
+    held = [x for x in paired_lines(held_b, held_a) if "sampled reward" in x]
+    assert held and held[0].endswith(": within noise")  # t(0.975, 1) = 12.7 over two problems
+    for r in before + after:  # records written before chains were kept: the t over problems
+        del r["chain_rewards"], r["chain_passes"]
+    assert paired_lines(before, after)[0].endswith(": within noise")
 
 
 def test_report_pairs_by_problem_not_by_position() -> None:

@@ -34,7 +34,7 @@ def _last_evaluation(path: Path) -> list[dict[str, Any]]:
 
 
 def _compare_records(before: Path, after: Path) -> int:
-    from comlrl.paired import METHOD
+    from comlrl.paired import METHOD, METHOD_FIXED
     from comlrl.run_report import paired_lines
 
     for path in (before, after):
@@ -50,7 +50,8 @@ def _compare_records(before: Path, after: Path) -> int:
     if not lines:
         print("evaluate: the two files share no problems to pair (different splits or sets?)", file=sys.stderr)
         return 2
-    print(f"before = {before}, after = {after} (last evaluation of each; 95% intervals, {METHOD})")
+    print(f"before = {before}, after = {after} (last evaluation of each; 95% intervals, {METHOD}; "
+          f"trained-on sampled figures: {METHOD_FIXED})")
     for line in lines:
         print(line)
     return 0

@@ -63,6 +63,13 @@ def _platform_is_cuda() -> bool:
     return bool(current_platform.is_cuda_alike())
 
 
+def agent_order(agents: set[int], held: int | None) -> list[int]:
+    """The order in which one generate call serves its agents: the one whose weights the engine holds
+    first (no push), then the others by index. A T-turn rollout of N agents then pushes N + (T-1)(N-1)
+    times instead of N*T, and an evaluation after a rollout goes on with the agent the rollout left."""
+    return sorted(agents, key=lambda a: (a != held, a))
+
+
 class VLLMEngine:
     """Serves every agent's current policy from one colocated vLLM engine (see module docstring)."""
 
@@ -115,6 +122,8 @@ class VLLMEngine:
         log.info("vllm engine ready in %.1f s", self.start_seconds)
 
     # ---- weights ----------------------------------------------------------------------------------
+    # Every switch of agent is a push of all adapted layers and a reset of the prefix cache (the next
+    # call prefills its prompts from scratch), so a call starts with the agent the engine already holds.
     def _agent_weights(self, agent: int) -> list[tuple[str, torch.Tensor]]:
         module = self.policies.module
         if isinstance(module, LoraAgentsModule):
@@ -145,7 +154,7 @@ class VLLMEngine:
         self._held = None
 
     # ---- generation -------------------------------------------------------------------------------
-    def _params(self, agent: int, greedy: bool, n: int, stops: tuple[str, ...]) -> Any:
+    def _params(self, agent: int, greedy: bool, n: int, stops: tuple[str, ...], seed: int) -> Any:
         from vllm import SamplingParams
 
         cfg = self.policies.cfg
@@ -155,7 +164,6 @@ class VLLMEngine:
                   "ignore_eos": True, "skip_special_tokens": False}
         if greedy:
             return SamplingParams(n=1, temperature=0.0, **common)
-        seed = int(torch.randint(0, 2**31 - 1, (1,)))  # follows the trainer's torch seed
         return SamplingParams(n=n, temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k or -1,
                               seed=seed, logprobs=0, **common)
 
@@ -165,12 +173,15 @@ class VLLMEngine:
         stops = tuple(pol.stop_strings if stop_strings is None else stop_strings)
         prompts = [pol.prompt_ids(agent, msgs) for agent, msgs in requests]
         results: list[list[Sample]] = [[] for _ in requests]
-        for agent in sorted({a for a, _ in requests}):
+        # one seed per request, drawn in request order from the trainer's torch seed: the samples do not
+        # depend on the order in which the agents are served
+        seeds = [0 if greedy else int(torch.randint(0, 2**31 - 1, (1,))) for _ in requests]
+        for agent in agent_order({a for a, _ in requests}, self._held):
             mine = [r for r, (a, _) in enumerate(requests) if a == agent]
             # greedy: n must be 1, so a request's samples are separate (identical) prompts
             rows = [r for r in mine for _ in range(num_samples if greedy else 1)]
             self._hold(agent)
-            params = [self._params(agent, greedy, num_samples, stops) for _ in rows]
+            params = [self._params(agent, greedy, num_samples, stops, seeds[r]) for r in rows]
             outs = self.llm.generate([{"prompt_token_ids": prompts[r][0]} for r in rows], params, use_tqdm=False)
             for r, out in zip(rows, outs, strict=True):
                 for c in out.outputs:

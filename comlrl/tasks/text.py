@@ -3,9 +3,9 @@
 The rows come from `dataset.name=hf` (`dataset.path`: a JSON/JSONL/parquet/CSV file or a `save_to_disk`
 folder; the Python API writes an in-memory list of dicts there). `dataset.fields.prompt` names the prompt
 column: a string, or chat messages (`[{"role": "user", "content": ...}]`); `dataset.fields.task_id` the id
-column (row numbers when the table has no `task_id` column). Every other column goes to the reward
-functions (`task.reward_funcs`, comlrl/reward_funcs.py) as keyword arguments, as TRL passes them; the
-task itself scores 0, so its reward is the sum of their weighted terms.
+column (without one, the row's index from 0; errors count rows from 1, as the other loaders do). Every other
+column goes to the reward functions (`task.reward_funcs`, comlrl/reward_funcs.py) as keyword arguments, as
+TRL passes them; the task itself scores 0, so its reward is the sum of their weighted terms.
 
 Agents are named by `task.text.roles`; each sees the prompt (with its `task.text.instructions` line, after
 `task.text.system_prompt`). From turn 2 each agent sees its own answer, its teammates' answers and their
@@ -90,11 +90,11 @@ def rows_to_problems(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], 
     out: list[TextProblem] = []
     seen: dict[str, int] = {}
     for i, row in enumerate(rows):
-        where = f"{source}: row {i}"
+        where = f"{source}: row {i + 1}"  # counted from 1, as comlrl/tasks/hf_dataset.py and the jsonl loader count
         task_id = str(row[id_column]) if id_column else str(i)
         if task_id in seen:
             raise DatasetError(f"{where}: duplicate task_id {task_id!r} (first in row {seen[task_id]})")
-        seen[task_id] = i
+        seen[task_id] = i + 1
         rest = {k: v for k, v in row.items() if k != fields.prompt}  # TRL: every column but the prompt
         out.append(TextProblem(task_id, _prompt(row[fields.prompt], where, fields.prompt), {"task_id": task_id, **rest}))
     if not out:

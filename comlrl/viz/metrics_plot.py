@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -150,14 +151,43 @@ def running_mean(ys: list[float], width: int) -> list[float]:
     return out
 
 
+def running_band(ys: list[float], width: int) -> list[tuple[float, float]]:
+    """Running mean +- one standard error of the last `width` finite values (nan where under two)."""
+    out = []
+    for i in range(len(ys)):
+        window = [y for y in ys[max(0, i - width + 1) : i + 1] if math.isfinite(y)]
+        if len(window) < 2:
+            out.append((math.nan, math.nan))
+            continue
+        mean = sum(window) / len(window)
+        se = math.sqrt(sum((y - mean) ** 2 for y in window) / (len(window) - 1) / len(window))
+        out.append((mean - se, mean + se))
+    return out
+
+
 def _rate(key: str) -> bool:
     return key.endswith(("pruned_frac", "pass_at_1", "helper_called", "helper_used", "passed_with_helper"))
 
 
+def _paired_bars(ax: Any, run: Run, key: str, xs: list[int], ys: list[float], colour: Any) -> None:
+    """At each evaluation after the first, the paired 95% interval of the change since the first one,
+    drawn around the first value shifted by the change (where `<key>_delta_lo/_hi` were logged)."""
+    first = next((y for y in ys if math.isfinite(y)), math.nan)
+    for x, y in zip(xs, ys, strict=True):
+        rec = run.steps[x]
+        lo, hi = rec.get(f"{key}_delta_lo"), rec.get(f"{key}_delta_hi")
+        if x == xs[0] or lo is None or hi is None or not all(map(math.isfinite, (first, y, lo, hi))):
+            continue
+        ax.errorbar([x], [y], yerr=[[y - (first + lo)], [(first + hi) - y]], color=colour, capsize=4,
+                    linewidth=1.2, alpha=0.9)
+
+
 def _draw(ax: Any, runs: list[Run], key: str, title: str, colours: list[Any], legend: bool = False,
-          smooth: bool = False, zero_line: bool = False) -> None:
+          smooth: bool = False, zero_line: bool = False, band: bool = False) -> None:
     """One panel: `key` over steps for every run; eval keys include step 0, rates get a 0..1 axis.
-    `smooth` draws the points faintly under their running mean (per-step values are noisy)."""
+    `smooth` draws the points faintly under their running mean (per-step values are noisy), `band` adds
+    +- one standard error of that mean; evaluation keys get their paired interval to step 0 as a bar."""
+    paired = key.startswith("eval/")
     from matplotlib.ticker import MaxNLocator
 
     train_only = not key.startswith("eval/")
@@ -177,6 +207,12 @@ def _draw(ax: Any, runs: list[Run], key: str, title: str, colours: list[Any], le
             ax.plot(xs, ys, linewidth=0.8, alpha=0.35, **style)
             ax.plot(xs, running_mean(ys, SMOOTH), linewidth=2.0, alpha=0.95, color=colour,
                     linestyle=_DASHES[i % len(_DASHES)], label=run.name)
+            if band:
+                lo, hi = zip(*running_band(ys, SMOOTH), strict=True)
+                ax.fill_between(xs, lo, hi, color=colour, alpha=0.15, linewidth=0)
+        elif paired:
+            ax.plot(xs, ys, linewidth=1.2, alpha=0.9, label=run.name, **style)
+            _paired_bars(ax, run, key, xs, ys, colour)
         else:
             ax.plot(xs, ys, linewidth=1.6, alpha=0.9, label=run.name, **style)
     ax.set_title(title, fontsize=10)
@@ -192,17 +228,26 @@ def _draw(ax: Any, runs: list[Run], key: str, title: str, colours: list[Any], le
         ax.legend(fontsize=8, loc="best")
 
 
+def panels_with_data(runs: list[Run], specs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The panels some run has a finite value for (a run without a probe or greedy chains gets no empty
+    panel); the first panel alone, saying "no data", when none has."""
+    def has(key: str) -> bool:
+        return any(math.isfinite(y) for run in runs for y in run.series(key, not key.startswith("eval/"))[1])
+    return [spec for spec in specs if has(spec[0])] or specs[:1]
+
+
 def _panels(plt: Any, runs: list[Run], specs: list[tuple[str, str]], path: Path, colours: list[Any],
-            suptitle: str, smooth: bool = False, zero_keys: tuple[str, ...] = ()) -> None:
+            suptitle: str, smooth: bool = False, zero_keys: tuple[str, ...] = (), band: bool = False) -> None:
+    specs = panels_with_data(runs, specs)
     ncols = 2 if len(specs) == 4 else min(len(specs), 3)
     nrows = math.ceil(len(specs) / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.4 * ncols, 3.3 * nrows), squeeze=False)
     for i, (key, title) in enumerate(specs):
         _draw(axes[i // ncols][i % ncols], runs, key, title, colours, legend=i == 0,
-              smooth=smooth and not key.startswith("eval/"), zero_line=key in zero_keys)
+              smooth=smooth and not key.startswith("eval/"), zero_line=key in zero_keys, band=band)
     for j in range(len(specs), nrows * ncols):
         axes[j // ncols][j % ncols].set_visible(False)
-    fig.suptitle(suptitle, fontsize=11)
+    fig.suptitle(textwrap.fill(suptitle, int(13 * 4.4 * ncols)), fontsize=11)  # ~13 characters an inch
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -235,14 +280,26 @@ def plot_runs(runs: list[Run], out_dir: str | Path) -> list[Path]:
     return paths
 
 
+def training_reward_key(runs: list[Run]) -> str:
+    """`reward_vs_start` (relative to the untrained policy on the same problems) where at least half of some
+    run's steps have it, i.e. its probe covers the problems those steps drew; else the raw `reward_mean`
+    (a probe that saw few of a large pool's draws would leave a handful of points)."""
+    for run in runs:
+        steps = len(run.series("reward_mean", train_only=True)[0])
+        if steps and 2 * len(run.series("reward_vs_start", train_only=True)[0]) >= steps:
+            return "reward_vs_start"
+    return "reward_mean"
+
+
 def _reward_plot(plt: Any, runs: list[Run], path: Path, colours: list[Any]) -> None:
     """What the policy did, not which problems a step drew: the training reward relative to the untrained
     policy on the same problems (`reward_vs_start`), and the paired evaluations (probe and held-out)."""
-    has_vs = any(run.series("reward_vs_start", train_only=True)[0] for run in runs)
-    first = ("reward_vs_start", "training reward minus the untrained policy's,\nsame problems (turn 1)") if has_vs \
-        else ("reward_mean", "training reward (each step draws other problems)")
-    specs = [first, ("eval/probe/sampled/reward_mean", "trained-on problems (probe), sampled"),
-             ("eval/sampled/reward_mean", "held-out problems, sampled")]
+    first = ("reward_vs_start", "training reward minus the untrained policy's,\nsame problems (turn 1)") \
+        if training_reward_key(runs) == "reward_vs_start" else \
+        ("reward_mean", "training reward\n(each step draws other problems)")
+    specs = [first, ("eval/probe/sampled/reward_mean", "trained-on problems (probe),\nsampled reward"),
+             ("eval/sampled/reward_mean", "held-out problems,\nsampled reward")]
     _panels(plt, runs, specs, path, colours,
-            f"reward: what training changed (thick: mean of {SMOOTH} steps; evaluations share one seed)",
-            smooth=True, zero_keys=("reward_vs_start",))
+            f"what the policy did: per step (thick: mean of {SMOOTH} steps, band ±1 s.e.) and at each evaluation "
+            "(bars: paired 95% interval of the change since step 0)", smooth=True, zero_keys=("reward_vs_start",),
+            band=True)

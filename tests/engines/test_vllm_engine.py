@@ -141,6 +141,21 @@ def test_sampling_follows_the_torch_seed_and_returns_per_token_logprobs(pol, eng
     assert gap < 1e-3, f"engine and trainer log-probs differ by {gap}"
 
 
+def test_a_call_starts_with_the_held_agent_and_its_samples_do_not_depend_on_that(pol, engine) -> None:
+    """Serving the held agent first saves a weight push and a cold prefix cache; the per-request seeds are
+    drawn in request order, so the samples are the same whichever agent the engine held before."""
+    rows = []
+    for held in (0, 1):
+        engine.generate([(held, REQUESTS[0][1])], 1, greedy=True)  # leaves agent `held` in the engine
+        assert engine._held == held
+        pushes = engine.pushes
+        torch.manual_seed(7)
+        rows.append(_tokens(engine.generate(REQUESTS, 3)))
+        assert engine.pushes == pushes + 1  # only the other agent was pushed
+        assert engine._held == 1 - held  # ...and served last
+    assert rows[0] == rows[1]
+
+
 def test_seeded_sampling_of_a_batch_larger_than_one_scheduler_step(pol, engine) -> None:
     """Regression: with chunked prefill, a prompt split over two scheduler steps made the CPU build rewind a
     seeded CPU generator (RuntimeError: CPU Generator does not use offset). 24 requests x ~600 prompt

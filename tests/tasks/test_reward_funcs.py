@@ -187,12 +187,33 @@ def test_text_task_bad_rows_name_the_row_and_field(tmp_path: Path) -> None:
 
     cfg, task = _text_task(tmp_path, [{"prompt": "ok"}, {"prompt": 3}, {"prompt": "fine"}],
                            "task.reward_funcs=[reward_fns:length]")
-    with pytest.raises(DatasetError, match=r"rows.jsonl: row 1: field 'prompt' \(dataset.fields.prompt\) must be a "
+    with pytest.raises(DatasetError, match=r"rows.jsonl: row 2: field 'prompt' \(dataset.fields.prompt\) must be a "
                                            r"non-empty string or a list of chat messages"):
         task.load(cfg.dataset)
     cfg.dataset.name = "easy"
     with pytest.raises(DatasetError, match=r"^dataset.name='easy': task.name=text reads a table of rows"):
         task.load(cfg.dataset)
+
+
+def test_both_table_loaders_number_the_same_row_alike(tmp_path: Path) -> None:
+    """Issue 24, item 10: one table, one bad row, the same row number from the text task and a code task
+    (counted from 1, as the jsonl loader counts lines)."""
+    from comlrl.tasks.datasets import DatasetError
+
+    good = {"test": "assert f() == 1", "entry_point": "f"}
+    rows = [{"prompt": "ok", "task_id": "a", **good}, {"prompt": "", "task_id": "b", **good}]
+    cfg, text = _text_task(tmp_path, rows, "task.reward_funcs=[reward_fns:length]")
+    code = build_task(load_config(None, ["task.name=code_single", "magrpo.num_agents=1", "dataset.name=hf",
+                                         f"dataset.path={cfg.dataset.path}"]).task, None)
+    for task in (text, code):
+        with pytest.raises(DatasetError, match=r"rows.jsonl: row 2: field 'prompt'"):
+            task.load(cfg.dataset)
+    rows[1] = {**rows[1], "prompt": "fine", "task_id": "a"}
+    cfg, text = _text_task(tmp_path, rows, "task.reward_funcs=[reward_fns:length]")
+    for task in (text, code):
+        with pytest.raises(DatasetError) as err:
+            task.load(cfg.dataset)
+        assert str(err.value) == f"{cfg.dataset.path}: row 2: duplicate task_id 'a' (first in row 1)"
 
 
 @pytest.mark.slow

@@ -35,7 +35,7 @@ def comp(tmp_path: Path, tiny_model, monkeypatch):
     cfg = load_config(ROOT / "configs" / "align_T2_G4.yaml", [
         "model.name=tiny-random", "model.max_new_tokens=8", "dataset.eval_size=3", "training.torch_threads=1",
         "rollout.engine=hf", "external.mode=plain", "training.steps=3", "training.trees_per_step=1",
-        "evaluation.samples=2", "evaluation.probe_problems=2", "evaluation.probe_samples=3",
+        "evaluation.samples=2", "evaluation.probe_problems=2", "evaluation.greedy=true",
         "magrpo.learning_rate=5e-2", f"training.output_dir={tmp_path}",
     ])
     c = build(cfg)
@@ -54,12 +54,30 @@ def test_same_weights_same_scores_and_the_probe_is_the_training_draw(comp) -> No
     assert r1 == r2
     assert {r["set"] for r in r1} == {"heldout", "probe"}
     assert [(r["set"], r["index"], r["samples"]) for r in r1] == \
-        [("heldout", i, 2) for i in range(3)] + [("probe", i, 3) for i in range(2)]
+        [("heldout", i, 2) for i in range(3)] + [("probe", i, 2) for i in range(2)]
     for key in ("eval/pass_at_1", "eval/sampled/pass_at_1", "eval/sampled/reward_mean", "eval/probe/sampled/reward_mean",
                 "eval/probe/pass_at_1", "eval/problems", "eval/probe/problems", "eval/seconds"):
         assert key in m1, key
     assert m1["eval/problems"] == 3 and m1["eval/probe/problems"] == 2
     assert not any(k.endswith("_delta") for k in m1)  # nothing to pair with at the first evaluation
+
+
+def test_one_evaluation_is_one_greedy_and_one_sampled_rollout_over_every_set(comp, monkeypatch) -> None:
+    """Both sets share each engine call: one call per turn for the greedy chains and one for the sampled,
+    each carrying every set's problems (separate rollouts per set and kind made 4x as many small calls)."""
+    calls: list[tuple[int, int]] = []
+    real = comp.engine.generate
+
+    def counting(requests, n, **kw):  # noqa: ANN001, ANN003, ANN202
+        calls.append((len(requests), n))
+        return real(requests, n, **kw)
+
+    monkeypatch.setattr(comp.engine, "generate", counting)
+    Evaluator(comp).run(0)
+    problems, agents = 3 + 2, 2
+    # greedy turn 1 and 2, then sampled: turn 1 k samples per prompt, turn 2 one per chain (k chains)
+    assert calls == [(problems * agents, 1), (problems * agents, 1), (problems * agents, 2),
+                     (2 * problems * agents, 1)]
 
 
 def test_after_training_the_paired_differences_are_logged_and_start_rewards_feed_reward_vs_start(comp) -> None:

@@ -9,7 +9,7 @@ import pytest
 from comlrl.metrics import StepSums, TurnSums, turn_means, turn_sums
 from comlrl.tasks.base import Task
 from comlrl.tasks.code.collab import CodeCollabTask
-from comlrl.trainer import progress_numbers
+from comlrl.trainer import evaluation_plan, evaluation_summary, progress_numbers
 from comlrl.tree import Node
 
 
@@ -116,3 +116,19 @@ def test_progress_bar_shows_the_step_just_finished() -> None:
     assert "helper" not in progress_numbers(metrics, 2)  # a task without a headline outcome
     assert progress_numbers({**metrics, "eval/pass_at_1": 0.5}, 2)["eval"] == "0.500"
     assert progress_numbers({**metrics, "reward_vs_start": 0.25}, 2)["vs_start"] == "+0.25"
+
+
+def test_evaluation_lines_count_one_problem_and_one_chain_in_the_singular() -> None:
+    """Issue 24, item 10 ('1 steps'): a one-step tiny run printed '1 training-probe problems' and 'of 1 problems'."""
+    plan = evaluation_plan({"heldout": [0, 1], "probe": [0]}, True, 2)
+    assert plan == "2 held-out problems (1 greedy + 2 sampled chains each); 1 training-probe problem (1 greedy + 2 sampled chains each)"
+    assert evaluation_plan({"heldout": [0, 1], "probe": [0]}, True, 0) == \
+        "2 held-out problems (1 greedy chain each); 1 training-probe problem (1 greedy chain each)"
+    assert evaluation_plan({"heldout": [0], "probe": []}, False, 1) == "1 held-out problem (1 sampled chain each)"
+    assert evaluation_plan({"heldout": [0], "probe": [0, 1, 2]}, False, 4) == \
+        "1 held-out problem (4 sampled chains each); 3 training-probe problems (4 sampled chains each)"
+    summary = evaluation_summary({"eval/problems": 1, "eval/pass_at_1": 0.0, "eval/probe/problems": 1,
+                                  "eval/probe/sampled/reward_mean": 0.5})
+    assert summary == "held-out pass@1 greedy 0.000 of 1 problem; training probe sampled reward 0.500 of 1 problem"
+    assert evaluation_summary({"eval/problems": 32, "eval/pass_at_1": 0.25, "eval/sampled/pass_at_1": 0.5}) == \
+        "held-out pass@1 greedy 0.250, sampled 0.500 of 32 problems"

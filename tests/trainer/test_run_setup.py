@@ -128,8 +128,8 @@ def test_prompt_cuts_are_one_line_per_step_and_per_evaluation(tmp_path, tiny_mod
                  "evaluation.samples=0", "evaluation.probe_problems=0", f"training.output_dir={run}"])
     assert res.returncode == 0, res.stderr[-3000:]
     lines = [line.split(": ", 1)[1] for line in res.stderr.splitlines() if "max_prompt_tokens" in line]
-    assert [line.split(": ")[0] for line in lines] == ["held-out evaluation", "step 1", "step 2", "held-out evaluation"]
-    assert lines[0].startswith("held-out evaluation: cut 8 of 8 prompts to model.max_prompt_tokens=16 (longest ")
+    assert [line.split(": ")[0] for line in lines] == ["evaluation (greedy)", "step 1", "step 2", "evaluation (greedy)"]
+    assert lines[0].startswith("evaluation (greedy): cut 8 of 8 prompts to model.max_prompt_tokens=16 (longest ")
     assert lines[1].startswith("step 1: cut 10 of 10 prompts to model.max_prompt_tokens=16 (longest ")
     assert lines[3].endswith("; 36 cut so far") and "dropped 0" not in res.stderr
     assert [r.get("prompt_truncations") for r in metrics(run)[1:]] == [18, 28]

@@ -23,6 +23,7 @@ TINY = [
     "logging.progress_bar=false", "external.mode=plain",
     "rollout.engine=hf",  # the reference engine; the vllm engine has its own tests (tests/engines)
     "training.trees_per_step=1",  # one tree per step: the node and joint-action counts the tests assert
+    "evaluation.greedy=true",  # the shipped quick start samples only; the tests assert the greedy figures too
     SIGNAL,
 ]
 

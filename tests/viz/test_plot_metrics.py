@@ -76,8 +76,9 @@ def test_two_runs_overlaid_with_nan_and_missing_keys(tmp_path: Path) -> None:
     paths = plot_runs(runs, tmp_path / "plots")
     assert [p.name for p in paths] == list(PLOTS)
     sizes = {p.name: check_png(p) for p in paths}
-    # reward.png has one panel per turn plus "all turns": turns 1, 2, 3 -> four panels, wider than loss.png
-    assert sizes["reward.png"][0] > sizes["loss.png"][0]
+    # reward_per_turn.png has one panel per turn plus "all turns": turns 1, 2, 3 -> four panels, wider than
+    # loss.png; reward.png keeps only its training panel (these runs have no sampled evaluation)
+    assert sizes["reward_per_turn.png"][0] > sizes["loss.png"][0] == sizes["reward.png"][0]
 
 
 def test_summary_table_numbers(tmp_path: Path) -> None:
@@ -147,3 +148,46 @@ def test_cli_default_out_and_errors(tmp_path: Path, capsys: pytest.CaptureFixtur
     (tmp_path / "file").write_text("")
     assert mod.main([str(run), "--out", str(tmp_path / "file" / "sub")]) == 1
     assert capsys.readouterr().err.startswith("plot_metrics: cannot write to ")
+
+
+def test_running_band_is_the_mean_plus_minus_one_standard_error() -> None:
+    from comlrl.viz.metrics_plot import running_band
+
+    band = running_band([1.0, 3.0, math.nan, 5.0], 3)
+    assert all(math.isnan(v) for v in band[0])  # one value: no spread yet
+    assert band[1] == pytest.approx((1.0, 3.0))  # mean 2, sd sqrt(2), se 1
+    assert band[2] == pytest.approx((1.0, 3.0))  # the nan is skipped
+    assert band[3] == pytest.approx((3.0, 5.0))  # 3 and 5 (the nan skipped): mean 4, sd sqrt(2), se 1
+
+
+def test_the_reward_plot_is_relative_to_the_start_only_where_most_steps_have_it() -> None:
+    """A probe that covers the training problems gives reward_vs_start at every step; one that saw few of a
+    large pool's draws leaves a handful of points, and the plot shows the raw per-step reward instead."""
+    from comlrl.viz.metrics_plot import Run, training_reward_key
+
+    def run(with_vs: set[int]) -> Run:
+        steps = {s: {"reward_mean": 1.0, **({"reward_vs_start": 0.1} if s in with_vs else {})} for s in range(1, 7)}
+        return Run("r", Path("r"), {0: {"eval/pass_at_1": 0.5}, **steps})
+
+    assert training_reward_key([run(set(range(1, 7)))]) == "reward_vs_start"
+    assert training_reward_key([run({1, 2, 3})]) == "reward_vs_start"
+    assert training_reward_key([run({1, 4})]) == "reward_mean"
+    assert training_reward_key([run(set()), run({1, 2, 3, 4})]) == "reward_vs_start"
+
+
+def test_a_panel_no_run_has_data_for_is_left_out() -> None:
+    """A run without a probe (or without greedy chains) drew an empty "no data" panel in reward.png; the panels
+    are those some run has a finite value for, and the first alone when none has."""
+    from comlrl.viz.metrics_plot import Run, panels_with_data
+
+    specs = [("reward_mean", "a"), ("eval/probe/sampled/reward_mean", "b"), ("eval/sampled/reward_mean", "c")]
+    no_probe = Run("r", Path("r"), {0: {"eval/sampled/reward_mean": 1.4}, 1: {"reward_mean": 1.6},
+                                    2: {"reward_mean": 1.7, "eval/sampled/reward_mean": 1.9}})
+    assert panels_with_data([no_probe], specs) == [specs[0], specs[2]]
+    nan_probe = Run("s", Path("s"), {0: {"eval/probe/sampled/reward_mean": math.nan}})
+    assert panels_with_data([no_probe, nan_probe], specs) == [specs[0], specs[2]]
+    with_probe = Run("t", Path("t"), {0: {"eval/probe/sampled/reward_mean": 1.2}})
+    assert panels_with_data([no_probe, with_probe], specs) == specs
+    assert panels_with_data([Run("e", Path("e"), {})], specs) == [specs[0]]
+    # only step 0 has the training key: a training panel ignores the evaluation line
+    assert panels_with_data([Run("z", Path("z"), {0: {"reward_mean": 1.0}})], specs[:1] + specs[2:]) == [specs[0]]
