@@ -121,8 +121,8 @@ def write_report(run_dir: str | Path, last_step: int) -> list[str]:
     try:
         reward_png = plot_runs(load_runs([out]), out / "plots")[1]
         lines.append(f"reward plot: {reward_png}")
-    except (VizError, ImportError, OSError) as exc:  # a missing plotting backend never fails a finished run
-        lines.append(f"reward plot: not drawn ({exc})")
+    except Exception as exc:  # noqa: BLE001 - the run's outputs are written: a plot never fails a finished run
+        lines.append(f"reward plot: not drawn ({type(exc).__name__}: {exc})")
     try:
         page = out / f"tree_step{last_step}.html"
         page.write_text(render(out, last_step), encoding="utf-8")

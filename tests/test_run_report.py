@@ -109,3 +109,19 @@ def test_cooperation_line_only_when_it_ever_happened() -> None:
 def test_summary_needs_two_evaluations() -> None:
     assert summary_lines(_records(0, "probe", [0.5, 0.5], [1.0, 1.0])) == []
     assert summary_lines([]) == []
+
+
+def test_a_plot_that_fails_does_not_fail_the_finished_run(tmp_path, monkeypatch) -> None:
+    """The run's files are written when the report draws: a plotting error (a matplotlib ValueError made a
+    finished cross run exit 1) becomes one line, and the tree page is still written. The error is injected
+    (monkeypatch): the bug that raised it is fixed (tests/viz/test_plot_metrics.py)."""
+    import comlrl.viz.metrics_plot as metrics_plot
+    from comlrl.run_report import write_report
+
+    def broken(*args, **kwargs):
+        raise ValueError("'yerr' must not contain negative values")
+
+    monkeypatch.setattr(metrics_plot, "plot_runs", broken)
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "reward_mean": 1.0}\n')
+    lines = write_report(tmp_path, 1)
+    assert "reward plot: not drawn (ValueError: 'yerr' must not contain negative values)" in lines

@@ -178,8 +178,9 @@ def _paired_bars(ax: Any, run: Run, key: str, xs: list[int], ys: list[float], co
         lo, hi = rec.get(f"{key}_delta_lo"), rec.get(f"{key}_delta_hi")
         if x == xs[0] or lo is None or hi is None or not all(map(math.isfinite, (first, y, lo, hi))):
             continue
-        ax.errorbar([x], [y], yerr=[[y - (first + lo)], [(first + hi) - y]], color=colour, capsize=4,
-                    linewidth=1.2, alpha=0.9)
+        # a zero-width interval leaves -1e-17 of rounding, which matplotlib refuses as a negative error bar
+        below, above = max(0.0, y - (first + lo)), max(0.0, (first + hi) - y)
+        ax.errorbar([x], [y], yerr=[[below], [above]], color=colour, capsize=4, linewidth=1.2, alpha=0.9)
 
 
 def _draw(ax: Any, runs: list[Run], key: str, title: str, colours: list[Any], legend: bool = False,

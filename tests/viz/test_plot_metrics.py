@@ -191,3 +191,17 @@ def test_a_panel_no_run_has_data_for_is_left_out() -> None:
     assert panels_with_data([Run("e", Path("e"), {})], specs) == [specs[0]]
     # only step 0 has the training key: a training panel ignores the evaluation line
     assert panels_with_data([Run("z", Path("z"), {0: {"reward_mean": 1.0}})], specs[:1] + specs[2:]) == [specs[0]]
+
+
+def test_a_zero_width_interval_draws(tmp_path: Path) -> None:
+    """Regression: a probe whose chains all scored alike before and after has a zero-width interval; the
+    rounding of first + delta left a bar of -5.6e-17, matplotlib raised, and the finished run exited 1."""
+    first, delta = 0.1, 0.2  # lo and hi a rounding error inside delta: both bar halves a hair below zero
+    metrics = [{"step": 0, "eval/probe/sampled/reward_mean": first},
+               {"step": 1, "reward_mean": 1.0, "reward_vs_start": 0.1},
+               {"step": 2, "reward_mean": 1.2, "reward_vs_start": 0.2, "eval/probe/sampled/reward_mean": 0.3,
+                "eval/probe/sampled/reward_mean_delta": delta, "eval/probe/sampled/reward_mean_delta_lo": 0.2 + 1e-16,
+                "eval/probe/sampled/reward_mean_delta_hi": 0.2 - 1e-16}]
+    run = write_run(tmp_path / "run", metrics=metrics)
+    paths = plot_runs(load_runs([run]), tmp_path / "plots")
+    assert check_png(next(p for p in paths if p.name == "reward.png"))[0] > 0
