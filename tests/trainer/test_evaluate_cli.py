@@ -40,6 +40,7 @@ def test_evaluate_prints_the_summary_lines_training_prints(tmp_path, tiny_model)
     paired = _evaluate("--records", str(scores), str(scores))  # the same scores twice: a paired difference of 0
     assert paired.returncode == 0, paired.stderr[-3000:]
     lines = paired.stdout.splitlines()
-    assert lines[0] == f"before = {scores}, after = {scores} (last evaluation of each; 95% intervals, paired t over problems)"
+    assert lines[0] == (f"before = {scores}, after = {scores} (last evaluation of each; 95% intervals, paired t over "
+                        "problems; trained-on sampled figures: over the chains, the problems fixed)")
     assert "held-out problems, greedy pass@1 (2 problems, 1 greedy chain each): " in paired.stdout
     assert all(line.endswith(": within noise") for line in lines[1:]) and len(lines) > 2, lines
