@@ -139,14 +139,14 @@ def within_problem_difference(before: Sequence[Sequence[float]], after: Sequence
     if any(not chains for chains in (*before, *after)):
         raise ValueError("within_problem_difference needs at least one chain per problem on each side")
     p = len(before)
-    var, df = [], 0
-    for side in (before, after):
-        dof = sum(len(c) - 1 for c in side)
-        ss = sum(sum((x - statistics.fmean(c)) ** 2 for x in c) for c in side)
-        var.append(ss / dof if dof else math.inf)
-        df += dof
     b_means = [statistics.fmean(c) for c in before]
     a_means = [statistics.fmean(c) for c in after]
+    var, df = [], 0
+    for side, means in ((before, b_means), (after, a_means)):
+        dof = sum(len(c) - 1 for c in side)
+        ss = sum((x - m) ** 2 for c, m in zip(side, means, strict=True) for x in c)
+        var.append(ss / dof if dof else math.inf)
+        df += dof
     delta = statistics.fmean(a - b for a, b in zip(a_means, b_means, strict=True))
     if math.inf in var or df < 1:
         half = math.inf
