@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from comlrl.algorithms import Algorithm
 from comlrl.config import RunConfig, validate_threshold
 from comlrl.contracts import Task
 from comlrl.distributed import make_accelerator, uses_deepspeed
@@ -31,6 +32,7 @@ class Components:
     sandbox: Any
     policies: Any
     engine: Any  # comlrl.engines.RolloutEngine: samples the rollouts
+    algorithm: Algorithm  # what the trees train: units and loss (algorithm.name)
     model: Any  # the prepared (DDP / DeepSpeed) module
     optimizer: Any
     scheduler: Any
@@ -71,6 +73,7 @@ def build(cfg: RunConfig, for_training: bool = True, log_with: list[Any] | None 
     from comlrl.engines import build_engine
     from comlrl.feedback_bridge import FeedbackBridge
     from comlrl.policy import AgentPolicies
+    from comlrl.registry import ALGORITHMS
     from comlrl.tasks import build_task
     from sandbox.executor import Sandbox
 
@@ -102,5 +105,5 @@ def build(cfg: RunConfig, for_training: bool = True, log_with: list[Any] | None 
             if ds.get("train_micro_batch_size_per_gpu", "auto") == "auto":
                 ds["train_micro_batch_size_per_gpu"] = 1
         model, optimizer = acc.prepare(policies.module, optimizer)
-    return Components(cfg, acc, task, sandbox, policies, engine, model, optimizer, scheduler, feedback, train,
-                      evalset)
+    return Components(cfg, acc, task, sandbox, policies, engine, ALGORITHMS.get(cfg.algorithm.name), model,
+                      optimizer, scheduler, feedback, train, evalset)

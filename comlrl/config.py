@@ -63,6 +63,22 @@ class LossConfig:
 
 
 @dataclass
+class DpoConfig:
+    """madpo: which sibling completions pair up and how strongly DPO pulls (docs/algorithm.md)."""
+
+    beta: float = 0.1  # DPO's inverse temperature: the implicit reward is beta * log(pi / reference)
+    pairs: str = "reward_gap"  # reward_gap (largest value gaps first) | all | random
+    pairs_per_node: int | None = 2  # per node and agent; null = every pair that passes min_gap
+    min_gap: float = 1e-6  # value gap (raw reward units) a pair needs
+
+
+@dataclass
+class AlgorithmConfig:
+    name: str = "magrpo"  # magrpo | madpo | registered (comlrl.registry.register_algorithm; docs/algorithm.md)
+    dpo: DpoConfig = field(default_factory=DpoConfig)
+
+
+@dataclass
 class MagrpoConfig:
     num_agents: int = 2
     num_turns: int = 2
@@ -120,6 +136,7 @@ class RunConfig:
     agents: AgentsConfig = field(default_factory=AgentsConfig)
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     magrpo: MagrpoConfig = field(default_factory=MagrpoConfig)
     external: ExternalConfig = field(default_factory=ExternalConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)

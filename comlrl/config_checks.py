@@ -19,7 +19,8 @@ from comlrl.advantages import CREDITS, SCALES
 from comlrl.engines import ENGINES
 from comlrl.errors import ConfigError, require
 from comlrl.models import AGENT_MODES, DTYPES
-from comlrl.registry import ESTIMATORS, LOSSES, REWARDS, TASKS, TRANSITIONS
+from comlrl.preference import SELECTIONS
+from comlrl.registry import ALGORITHMS, ESTIMATORS, LOSSES, REWARDS, TASKS, TRANSITIONS
 from comlrl.reward_funcs import validate_specs
 from comlrl.tasks.datasets import DATASET_NAMES
 from comlrl.tree import JOINT_MODES
@@ -45,6 +46,7 @@ def choices() -> dict[str, tuple[str, ...]]:
     modes = TRANSITIONS.names()  # + expert_edits: the expert's replies, or else the fallback mode's prompt
     return {
         "model.dtype": DTYPES, "agents.mode": AGENT_MODES, "dataset.name": DATASET_NAMES,
+        "algorithm.name": ALGORITHMS.names(), "algorithm.dpo.pairs": SELECTIONS,
         "magrpo.joint_mode": JOINT_MODES, "magrpo.advantage.credit": CREDITS,
         "magrpo.advantage.baseline": ESTIMATORS.names(), "magrpo.advantage.scale": SCALES,
         "magrpo.loss.aggregation": LOSSES.names(), "magrpo.lr_schedule": LR_SCHEDULES,
@@ -60,6 +62,7 @@ def _chosen(cfg: RunConfig) -> dict[str, Any]:
     m, x = cfg.magrpo, cfg.external
     return {
         "model.dtype": cfg.model.dtype, "agents.mode": cfg.agents.mode, "dataset.name": cfg.dataset.name,
+        "algorithm.name": cfg.algorithm.name, "algorithm.dpo.pairs": cfg.algorithm.dpo.pairs,
         "magrpo.joint_mode": JOINT_MODE_ALIASES.get(m.joint_mode, m.joint_mode),
         "magrpo.advantage.credit": m.advantage.credit, "magrpo.advantage.baseline": m.advantage.baseline,
         "magrpo.advantage.scale": m.advantage.scale, "magrpo.loss.aggregation": m.loss.aggregation,
@@ -81,6 +84,7 @@ def validate(cfg: RunConfig) -> None:
     if cfg.task.options() is not None:  # before the agent count: task.text.roles gives the text task's
         task_type.validate_options(cfg.task.options())
     _validate_magrpo(cfg, agents=task_type.agents_for(cfg.task))
+    _validate_algorithm(cfg)
     normalize_slice(cfg.external.sandbox_slice)
     _validate_model(cfg)
     _validate_dataset(cfg)
@@ -91,8 +95,7 @@ def _validate_magrpo(cfg: RunConfig, agents: int) -> None:
     m = cfg.magrpo
     require(m.num_agents >= 1, "magrpo.num_agents", m.num_agents, "an integer >= 1")
     require(m.num_turns >= 1, "magrpo.num_turns", m.num_turns, "an integer >= 1")
-    require(m.num_generations >= 2, "magrpo.num_generations", m.num_generations,
-            "an integer >= 2 (advantages compare siblings)")
+    require(m.num_generations >= 1, "magrpo.num_generations", m.num_generations, "an integer >= 1")
     require(0.0 <= m.discount <= 1.0, "magrpo.discount", m.discount, "a number in [0, 1]")
     require(m.learning_rate > 0, "magrpo.learning_rate", m.learning_rate, "a number > 0")
     require(m.max_grad_norm > 0, "magrpo.max_grad_norm", m.max_grad_norm, "a number > 0")
@@ -120,6 +123,20 @@ def _validate_magrpo(cfg: RunConfig, agents: int) -> None:
             log.warning("magrpo.joint_mode=cross: %d^%d = %d joint actions per node make a %d-turn tree of up to %d "
                         "scored joint actions (> %d); expect slow steps, or lower num_generations/num_turns",
                         m.num_generations, m.num_agents, per_node, m.num_turns, total, CROSS_TREE_WARN)
+
+
+def _validate_algorithm(cfg: RunConfig) -> None:
+    a, m = cfg.algorithm, cfg.magrpo
+    algo = ALGORITHMS.get(a.name)
+    require(m.num_generations >= algo.min_generations, "magrpo.num_generations", m.num_generations,
+            f"an integer >= {algo.min_generations} for algorithm.name={a.name}")
+    require(algo.on_policy or m.loss.clip_eps is None, "magrpo.loss.clip_eps", m.loss.clip_eps,
+            f"null for algorithm.name={a.name} (its loss has no probability ratio to clip)")
+    d = a.dpo
+    require(d.beta > 0, "algorithm.dpo.beta", d.beta, "a number > 0")
+    require(d.pairs_per_node is None or d.pairs_per_node >= 1, "algorithm.dpo.pairs_per_node", d.pairs_per_node,
+            "an integer >= 1 or null (every pair)")
+    require(d.min_gap > 0, "algorithm.dpo.min_gap", d.min_gap, "a number > 0 (equal values carry no preference)")
 
 
 def _validate_model(cfg: RunConfig) -> None:

@@ -139,3 +139,25 @@ def logprob_gap(train_logps: torch.Tensor, engine_logps: torch.Tensor, mask: tor
     delta = (engine_logps - train_logps.detach()) * mask
     k3 = ((-delta).exp() + delta - 1.0) * mask
     return {"abs_gap_sum": float(delta.abs().sum()), "kl_sum": float(k3.sum()), "tokens": float(mask.sum())}
+
+
+def sequence_logps(logps: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Each completion's log-probability: its masked token log-probs summed, [B]."""
+    return (logps * mask).sum(dim=1)
+
+
+def dpo_loss(chosen: torch.Tensor, rejected: torch.Tensor, ref_chosen: torch.Tensor, ref_rejected: torch.Tensor,
+             beta: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(loss, margin) per pair: loss = -log sigmoid(margin), margin = beta * ((c - ref_c) - (r - ref_r)), where
+    each term is a completion's summed log-prob under the policy or the reference. The margin is the
+    difference of the implicit rewards beta * log(pi / ref) of the chosen and the rejected completion."""
+    import torch.nn.functional as F
+
+    margin = beta * ((chosen - ref_chosen) - (rejected - ref_rejected))
+    return -F.logsigmoid(margin), margin
+
+
+def k3_kl(logps: torch.Tensor, ref_logps: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Masked per-token k3 estimate of KL(pi || ref), exp(ref - logp) - (ref - logp) - 1 (>= 0), [B, L]."""
+    delta = ref_logps - logps
+    return (delta.exp() - delta - 1.0) * mask

@@ -144,6 +144,7 @@ class StepSums(Sums):
     engine_tokens: float = 0.0
     vs_start: float = 0.0  # over trees with a start reward: turn-1 reward minus the untrained policy's
     vs_start_trees: float = 0.0
+    algorithm: dict[str, float] = field(default_factory=dict)  # the algorithm's metrics: `<name>`, `<name>/n`
 
     def means(self, world: int) -> dict[str, float]:
         """metrics.jsonl's numbers of the step (after the reduction over `world` ranks)."""
@@ -167,6 +168,8 @@ class StepSums(Sums):
         if self.engine_tokens:  # the rollout engine's log-probs against the trainer's, per token
             out["rollout/logprob_abs_gap"] = self.engine_abs_gap / self.engine_tokens
             out["rollout/kl_engine_train"] = self.engine_kl / self.engine_tokens
+        out.update({name: _ratio(total, self.algorithm[f"{name}/n"]) for name, total in self.algorithm.items()
+                    if not name.endswith("/n")})
         out["gen_seconds"] = self.gen_seconds / world
         out["score_seconds"] = self.score_seconds / world
         out["feedback_seconds"] = self.feedback_seconds / world

@@ -1,9 +1,9 @@
 """The extension API: named tasks, transitions (feedback modes), code rewards, model providers, advantage
-estimators and losses.
+estimators, losses and algorithms.
 
 Each registry is a view of ONE table that lives with the code it names (`comlrl.tasks.TASKS`,
 `feedback.build.MODES`, `comlrl.tasks.code.reward.REWARDS`, `comlrl.llm.factory.REGISTERED`,
-`comlrl.advantages.ESTIMATORS`, `comlrl.loss.LOSSES`), imported here by name like any other module, so
+`comlrl.advantages.ESTIMATORS`, `comlrl.loss.LOSSES`, `comlrl.algorithms.ALGORITHMS`), imported here by name like any other module, so
 config validation, `build_task`, the feedback builder, `comlrl.llm.make_client`, the advantages and the
 update read the same names, and adding one is one call:
 
@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
 from comlrl.advantages import ESTIMATORS as ESTIMATOR_TABLE
+from comlrl.algorithms import ALGORITHMS as ALGORITHM_TABLE
+from comlrl.algorithms import Algorithm
 from comlrl.advantages import Estimator
 from comlrl.errors import ConfigError
 from comlrl.llm.factory import REGISTERED as PROVIDER_TABLE
@@ -37,8 +39,8 @@ from feedback.build import MODES as MODE_TABLE
 T = TypeVar("T")
 
 __all__ = [
-    "ESTIMATORS", "LOSSES", "PROVIDERS", "REWARDS", "TASKS", "TRANSITIONS", "Registry", "import_plugins",
-    "register_estimator", "register_loss", "register_provider", "register_reward", "register_task",
+    "ALGORITHMS", "ESTIMATORS", "LOSSES", "PROVIDERS", "REWARDS", "TASKS", "TRANSITIONS", "Registry", "import_plugins",
+    "register_algorithm", "register_estimator", "register_loss", "register_provider", "register_reward", "register_task",
     "register_transition",
 ]
 
@@ -84,6 +86,7 @@ REWARDS: Registry[CodeRewardRule] = Registry("task.reward", REWARD_TABLE)
 PROVIDERS: Registry[Callable[..., Any]] = Registry("provider", PROVIDER_TABLE)
 ESTIMATORS: Registry[Estimator] = Registry("magrpo.advantage.baseline", ESTIMATOR_TABLE)
 LOSSES: Registry[LossRule] = Registry("magrpo.loss.aggregation", LOSS_TABLE)
+ALGORITHMS: Registry[Algorithm] = Registry("algorithm.name", ALGORITHM_TABLE)
 
 
 def _decorator(registry: Registry[Any], name: str, obj: Any) -> Any:
@@ -158,6 +161,15 @@ def register_loss(name: str, rule: LossRule) -> LossRule:
     if not isinstance(rule, LossRule):
         raise TypeError(f"magrpo.loss.aggregation: {name!r} must be a comlrl.loss.LossRule, got {type(rule).__name__}")
     return LOSSES.register(name, rule)
+
+
+def register_algorithm(name: str, algorithm: Algorithm) -> Algorithm:
+    """An algorithm selected by `algorithm.name=<name>`: a `comlrl.algorithms.Algorithm` (what a step's trees
+    become, `units`, and the loss of a micro-batch of them, `loss`), trained by the same update as the
+    built-ins (docs/algorithm.md)."""
+    if not isinstance(algorithm, Algorithm):
+        raise TypeError(f"algorithm.name: {name!r} must be a comlrl.algorithms.Algorithm, got {type(algorithm).__name__}")
+    return ALGORITHMS.register(name, algorithm)
 
 
 def import_plugins(modules: list[str] | tuple[str, ...], key: str = "plugins") -> None:

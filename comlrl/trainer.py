@@ -15,7 +15,6 @@ from typing import Any
 import torch
 from accelerate.utils import gather_object
 
-from comlrl.advantages import AdvantageStats, assign_advantages
 from comlrl.checkpoint import checkpoint_step, latest_checkpoint, load_checkpoint, save_checkpoint
 from comlrl.components import Components, build
 from comlrl.config import ConfigError, RunConfig
@@ -49,8 +48,8 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
 def training_step(comp: Components, step: int, start_rewards: dict[str, float] | None = None
                   ) -> tuple[dict[str, float], list[NodeRecord]]:
-    """One step of MAGRPO: expand `trees_per_step` trees per rank, back up returns, advantages per sibling
-    group, one optimizer step. With `start_rewards` (the untrained policy's sampled turn-1 reward per probe
+    """One training step: expand `trees_per_step` trees per rank, back up returns, one optimizer step by
+    the run's algorithm (`comlrl.algorithms`). With `start_rewards` (the untrained policy's sampled turn-1 reward per probe
     problem, `Evaluator.start_rewards`), `reward_vs_start` compares the step's turn-1 reward with it."""
     m, t0 = comp.cfg.magrpo, time.perf_counter()
     problems = _step_problems(comp, step)
@@ -59,15 +58,13 @@ def training_step(comp: Components, step: int, start_rewards: dict[str, float] |
                                   m.early_termination_threshold), tag="")
     for root in roots:
         backup_returns(root, m.discount)
-    adv = assign_advantages(roots, m.num_agents, m.num_generations, m.advantage.baseline, m.advantage.scale,
-                            m.advantage.eps, credit=m.advantage.credit)
     t_rollout = time.perf_counter() - t0
     comp.engine.idle()
     comp.phase("update")
     t_update = time.perf_counter()
     update = train_on_trees(comp, roots)
     t_update = time.perf_counter() - t_update
-    sums = _step_sums(comp, roots, problems, rollout, adv, update, start_rewards or {})
+    sums = _step_sums(comp, roots, problems, rollout, update, start_rewards or {})
     metrics = _step_metrics(comp, step, sums, update, t_rollout, t_update, t0)
     return metrics, node_records(roots, step + 1, f"s{step + 1}r{comp.accelerator.process_index}t", m.num_agents)
 
@@ -81,8 +78,8 @@ def _step_problems(comp: Components, step: int) -> list:
     return [comp.train[i] for i in idx]
 
 
-def _step_sums(comp: Components, roots: list[Node], problems: list, rollout: Rollout, adv: AdvantageStats,
-               update: UpdateStats, start: dict[str, float]) -> StepSums:
+def _step_sums(comp: Components, roots: list[Node], problems: list, rollout: Rollout, update: UpdateStats,
+               start: dict[str, float]) -> StepSums:
     """This rank's sums of the step, reduced over ranks."""
     vs_start = [sum(r.rewards) / len(r.rewards) - start[p.task_id] for r, p in zip(roots, problems, strict=True)
                 if isinstance(p, Problem) and p.task_id in start]
@@ -90,7 +87,8 @@ def _step_sums(comp: Components, roots: list[Node], problems: list, rollout: Rol
         turn_sums(roots, comp.cfg.magrpo.num_turns, comp.task.count_names, comp.task.counts),
         trees=len(roots), leaves=leaves(roots), return_sum=mean_root_returns(roots),
         gen_tokens=rollout.gen_tokens, gen_seconds=rollout.gen_seconds, score_seconds=rollout.score_seconds,
-        feedback_seconds=rollout.feedback_seconds, adv_groups=adv.groups, adv_groups_skipped=adv.skipped,
+        feedback_seconds=rollout.feedback_seconds, adv_groups=update.groups.groups,
+        adv_groups_skipped=update.groups.skipped, algorithm=dict(update.metrics),
         samples=update.samples, loss=update.loss, engine_abs_gap=update.engine_abs_gap, engine_kl=update.engine_kl,
         engine_tokens=update.engine_tokens, vs_start=sum(vs_start, 0.0), vs_start_trees=len(vs_start))
     return local.reduced(lambda values: sum_over_ranks(comp.accelerator, values))

@@ -117,3 +117,52 @@ def test_logprob_gap_sums_abs_delta_and_k3_kl_over_unmasked_tokens() -> None:
     assert gap["kl_sum"] == pytest.approx(k3, rel=1e-5)
     same = logprob_gap(train, train, torch.ones_like(train))
     assert same["abs_gap_sum"] == 0.0 and same["kl_sum"] == 0.0
+
+
+# ---- DPO (comlrl.loss.dpo_loss): hand-computed cases -------------------------------------------------------
+
+def test_dpo_loss_is_minus_logsigmoid_of_beta_times_the_log_ratio_difference():
+    import math
+
+    import torch
+
+    from comlrl.loss import dpo_loss
+
+    # policy and reference alike: margin 0, loss log 2
+    loss, margin = dpo_loss(torch.tensor([-3.0]), torch.tensor([-5.0]), torch.tensor([-3.0]), torch.tensor([-5.0]), 0.1)
+    assert float(margin[0]) == 0.0 and float(loss[0]) == pytest.approx(math.log(2.0))
+    # chosen up by 2 nats against the reference, rejected down by 1: margin 0.1 * (2 - (-1)) = 0.3
+    loss, margin = dpo_loss(torch.tensor([-1.0]), torch.tensor([-6.0]), torch.tensor([-3.0]), torch.tensor([-5.0]), 0.1)
+    assert float(margin[0]) == pytest.approx(0.3)
+    assert float(loss[0]) == pytest.approx(-math.log(1.0 / (1.0 + math.exp(-0.3))))  # 0.554355
+    assert float(loss[0]) == pytest.approx(0.554355, abs=1e-6)
+    # the reference library's reference-free case: beta 0.1, log-ratio difference 1 -> 0.644397
+    loss, _ = dpo_loss(torch.tensor([0.0]), torch.tensor([-1.0]), torch.tensor([0.0]), torch.tensor([0.0]), 0.1)
+    assert float(loss[0]) == pytest.approx(0.644397, abs=1e-6)
+
+
+def test_dpo_gradient_raises_the_chosen_and_lowers_the_rejected():
+    import torch
+
+    from comlrl.loss import dpo_loss
+
+    c = torch.tensor([-2.0], requires_grad=True)
+    r = torch.tensor([-2.0], requires_grad=True)
+    loss, _ = dpo_loss(c, r, torch.tensor([-2.0]), torch.tensor([-2.0]), 0.5)
+    loss.sum().backward()
+    # d/dc = -beta * sigmoid(-margin) = -0.5 * 0.5 at margin 0; d/dr = +0.25
+    assert float(c.grad[0]) == pytest.approx(-0.25) and float(r.grad[0]) == pytest.approx(0.25)
+
+
+def test_k3_kl_is_zero_at_the_reference_and_positive_elsewhere():
+    import torch
+
+    from comlrl.loss import k3_kl
+
+    lp = torch.tensor([[-1.0, -2.0, -9.0]])
+    ref = torch.tensor([[-1.5, -1.0, 0.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0]])
+    kl = k3_kl(lp, ref, mask)
+    # d = ref - lp = [-0.5, 1.0]: exp(d) - d - 1 = [0.106531, 0.718282]; the masked token counts 0
+    assert kl[0].tolist() == pytest.approx([0.106531, 0.718282, 0.0], abs=1e-6)
+    assert float(k3_kl(lp, lp, mask).abs().sum()) == 0.0

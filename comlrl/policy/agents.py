@@ -34,7 +34,15 @@ from comlrl.policy.sample import agent_name
 
 
 class AgentsModule(nn.Module, ABC):
-    """All agents' weights as one module; the members the policy calls, whatever the shape."""
+    """All agents' weights as one module; the members the policy calls, whatever the shape.
+
+    Actor-critic algorithms attach one value head per agent (`attach_value_heads`): a linear map of the
+    final hidden state at the prompt's last token (the state the agent acts in), zero-initialised, so every
+    value starts at 0. A forward with `values=True` also returns each sample's head output; a critic
+    over the whole team sums the heads of the agents' states, which is one linear head over the
+    concatenated states (`comlrl.algorithms`)."""
+
+    value_heads: nn.ModuleList | None = None
 
     @property
     def device(self) -> torch.device:
@@ -42,8 +50,35 @@ class AgentsModule(nn.Module, ABC):
         return next(self.parameters()).device
 
     @abstractmethod
-    def forward(self, batch: PackedBatch, temperature: float = 1.0) -> torch.Tensor:
-        """log p of each sample's completion tokens under its agent, [S, Lc]."""
+    def forward(self, batch: PackedBatch, temperature: float = 1.0,
+                values: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """log p of each sample's completion tokens under its agent, [S, Lc]; with `values`, also each
+        sample's value head output at its prompt's last token, [S] (needs `attach_value_heads`)."""
+
+    @abstractmethod
+    def hidden_sizes(self) -> list[int]:
+        """The width of each agent's final hidden state (what its value head reads)."""
+
+    def attach_value_heads(self) -> None:
+        """One zero-initialised `Linear(hidden, 1)` per agent, trainable, in float32 on the module's device."""
+        heads = []
+        for width in self.hidden_sizes():
+            head = nn.Linear(width, 1)
+            nn.init.zeros_(head.weight)
+            nn.init.zeros_(head.bias)
+            heads.append(head)
+        self.value_heads = nn.ModuleList(heads).to(self.device)
+
+    def head_values(self, states: torch.Tensor, agents: torch.Tensor) -> torch.Tensor:
+        """[S] value head outputs of final hidden states [S, D] at prompt ends, each through its agent's head."""
+        if self.value_heads is None:
+            raise RuntimeError("values=True needs attach_value_heads() (an actor-critic algorithm)")
+        out = states.new_zeros(states.shape[0], dtype=torch.float32)
+        for a in torch.unique(agents).tolist():
+            rows = (agents == a).nonzero().squeeze(1)
+            head = self.value_heads[a]
+            out = out.index_put((rows,), head(states[rows, :head.in_features].float()).squeeze(-1))
+        return out
 
     @abstractmethod
     def reference_logprobs(self, batch: PackedBatch, temperature: float) -> torch.Tensor:
@@ -134,17 +169,29 @@ class LoraAgentsModule(AgentsModule):
     def base(self) -> nn.Module:
         return self.peft.get_base_model()
 
-    def forward(self, batch: PackedBatch, temperature: float = 1.0) -> torch.Tensor:
-        return self._logprobs(batch, temperature, reference=False)
+    def forward(self, batch: PackedBatch, temperature: float = 1.0,
+                values: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        return self._logprobs(batch, temperature, reference=False, values=values)
 
     def reference_logprobs(self, batch: PackedBatch, temperature: float) -> torch.Tensor:
         """The base with no adapter routed."""
         return self._logprobs(batch, temperature, reference=True)
 
-    def _logprobs(self, batch: PackedBatch, temperature: float, reference: bool) -> torch.Tensor:
+    def hidden_sizes(self) -> list[int]:
+        return [int(self.base.config.hidden_size)] * self.num_agents
+
+    def _logprobs(self, batch: PackedBatch, temperature: float, reference: bool,
+                  values: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         rows = ["__base__"] * len(batch.row_agents) if reference else [agent_name(a) for a in batch.row_agents.tolist()]
         with self.routed(rows):
             flat = packed_hidden(self.base, batch)
+        lp = self._hidden_logprobs(flat, batch, temperature, reference)
+        if values:  # the hidden state predicting a completion's first token is its prompt's last
+            return lp, self.head_values(flat[batch.pred_index[:, 0]], batch.sample_agents)
+        return lp
+
+    def _hidden_logprobs(self, flat: torch.Tensor, batch: PackedBatch, temperature: float,
+                         reference: bool) -> torch.Tensor:
         hidden = flat[batch.pred_index]
         head = self.base.get_output_embeddings()
         if isinstance(head, LoraLayer):  # per-token chunks lose the row -> adapter map: logits in one piece
@@ -199,8 +246,15 @@ class FullAgentsModule(AgentsModule):
         self._load_reference = load_reference
         self._reference: list[nn.Module] | None = None
 
-    def forward(self, batch: PackedBatch, temperature: float = 1.0) -> torch.Tensor:
-        return grouped_logprobs(list(self.models), batch, temperature)
+    def forward(self, batch: PackedBatch, temperature: float = 1.0,
+                values: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        if not values:
+            return grouped_logprobs(list(self.models), batch, temperature)
+        lp, states = grouped_logprobs(list(self.models), batch, temperature, states=True)
+        return lp, self.head_values(states, batch.sample_agents)
+
+    def hidden_sizes(self) -> list[int]:
+        return [int(m.config.hidden_size) for m in self.models]
 
     def reference_logprobs(self, batch: PackedBatch, temperature: float) -> torch.Tensor:
         if self._reference is None:

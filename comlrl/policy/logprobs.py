@@ -48,9 +48,13 @@ def packed_hidden(model: nn.Module, batch: PackedBatch) -> torch.Tensor:
     return hidden.reshape(-1, hidden.shape[-1])
 
 
-def grouped_logprobs(models: Sequence[nn.Module], batch: PackedBatch, temperature: float) -> torch.Tensor:
-    """[S, Lc] log-probs when each agent has its own model: one forward per agent over its rows."""
+def grouped_logprobs(models: Sequence[nn.Module], batch: PackedBatch, temperature: float,
+                     states: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """[S, Lc] log-probs when each agent has its own model: one forward per agent over its rows; with
+    `states`, also each sample's final hidden state at its prompt's last token, as float32 [S, D] (agents
+    of different widths: zero-padded to the widest)."""
     out = batch.targets.new_zeros(batch.targets.shape, dtype=torch.float32)
+    ends: list[tuple[torch.Tensor, torch.Tensor]] = []
     width = batch.input_ids.shape[1]
     for a in torch.unique(batch.row_agents).tolist():
         rows = (batch.row_agents == a).nonzero().squeeze(1)
@@ -65,4 +69,12 @@ def grouped_logprobs(models: Sequence[nn.Module], batch: PackedBatch, temperatur
         pred = local[pred // width] * width + pred % width
         lp = hidden_to_logprobs(models[a].get_output_embeddings(), flat[pred], batch.targets[mine], temperature)
         out = out.index_put((mine,), lp.to(out.dtype))
-    return out
+        if states:
+            ends.append((mine, flat[pred[:, 0]].float()))
+    if not states:
+        return out
+    widest = max(h.shape[1] for _, h in ends)
+    hidden = out.new_zeros(out.shape[0], widest)
+    for mine, h in ends:
+        hidden = hidden.index_put((mine,), torch.nn.functional.pad(h, (0, widest - h.shape[1])))
+    return out, hidden

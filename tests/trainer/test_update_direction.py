@@ -27,7 +27,8 @@ def comp(tmp_path_factory):
     out = tmp_path_factory.mktemp("direction")
     cfg = load_config(ROOT / "configs/align_T2_G4.yaml", [
         "model.name=tiny-random", "training.torch_threads=1", "external.mode=plain", "rollout.engine=hf",
-        "magrpo.learning_rate=1e-2", "magrpo.max_grad_norm=1000", f"training.output_dir={out}",
+        "magrpo.learning_rate=1e-2", "magrpo.max_grad_norm=1000", "magrpo.num_generations=2",
+        f"training.output_dir={out}",
     ])
     return trainer.build(cfg)
 
@@ -55,16 +56,53 @@ def test_update_follows_the_advantage_sign_per_agent(comp):
     good, bad = "def add(a, b):\n    return a + b\n", "print('hello world')\n"
     s0 = [_sample(comp, 0, good), _sample(comp, 0, bad)]
     s1 = [_sample(comp, 1, good), _sample(comp, 1, bad)]
+    # crossed joint actions: agent 0's completion 0 is in the joint actions returning 1, its completion 1 in
+    # those returning -1 (advantages +1, -1); each of agent 1's completions is in one of each (tied: no signal)
     node = Node(id="r0", turn=1, root=0, messages=[[], []], completions=[s0, s1],
-                advantages=[[1.0, -1.0], None])  # agent 1's group tied: no signal
+                joint=[(0, 0), (0, 1), (1, 0), (1, 1)], returns=[1.0, 1.0, -1.0, -1.0])
     before0, before1 = _logp(comp, s0), _logp(comp, s1)
     adapter1 = _adapter(comp, 1)
     assert adapter1, "agent 1's adapter parameters were not found by name"
     for _ in range(3):
         out = train_on_trees(comp, [node])
         assert out.samples == 2.0 and torch.isfinite(torch.tensor(out.loss))
+        assert node.advantages[0] == pytest.approx([1.0, -1.0], abs=1e-5) and node.advantages[1] is None
     after0, after1 = _logp(comp, s0), _logp(comp, s1)
     assert after0[0] > before0[0] + 0.05, (before0, after0)  # the +1 completion became likelier
     assert after0[1] < before0[1] - 0.05, (before0, after0)  # the -1 completion less likely
+    assert after1 == pytest.approx(before1, abs=1e-6)
+    assert all(torch.equal(adapter1[n], p) for n, p in _adapter(comp, 1).items())
+
+
+@pytest.fixture(scope="module")
+def dpo_comp(tmp_path_factory):
+    out = tmp_path_factory.mktemp("direction_dpo")
+    cfg = load_config(ROOT / "configs/align_T2_G4.yaml", [
+        "model.name=tiny-random", "training.torch_threads=1", "external.mode=plain", "rollout.engine=hf",
+        "algorithm.name=madpo", "algorithm.dpo.beta=1.0", "magrpo.learning_rate=1e-2", "magrpo.max_grad_norm=1000",
+        "magrpo.num_generations=2", f"training.output_dir={out}",
+    ])
+    return trainer.build(cfg)
+
+
+def test_dpo_update_raises_the_preferred_sibling_against_the_reference(dpo_comp):
+    comp = dpo_comp
+    good, bad = "def add(a, b):\n    return a + b\n", "print('hello world')\n"
+    s0 = [_sample(comp, 0, good), _sample(comp, 0, bad)]
+    s1 = [_sample(comp, 1, good), _sample(comp, 1, bad)]
+    node = Node(id="r0", turn=1, root=0, messages=[[], []], completions=[s0, s1],
+                joint=[(0, 0), (0, 1), (1, 0), (1, 1)], returns=[1.0, 1.0, -1.0, -1.0])  # agent 1 tied: no pair
+    before0, before1 = _logp(comp, s0), _logp(comp, s1)
+    adapter1 = _adapter(comp, 1)
+    first = train_on_trees(comp, [node])
+    # one pair (agent 0: completion 0 over 1); at the start the policy is the reference: margin 0, loss log 2
+    assert first.samples == 2.0 and (first.groups.groups, first.groups.skipped) == (2, 1)
+    assert first.metrics["dpo/accuracy/n"] == 1.0 and first.metrics["dpo/margin"] == pytest.approx(0.0, abs=1e-6)
+    assert first.metrics["dpo/loss"] == pytest.approx(0.693147, abs=1e-5)
+    for _ in range(2):
+        out = train_on_trees(comp, [node])
+    after0, after1 = _logp(comp, s0), _logp(comp, s1)
+    assert (after0[0] - after0[1]) > (before0[0] - before0[1]) + 0.1, (before0, after0)
+    assert out.metrics["dpo/margin"] > 0.1 and out.metrics["dpo/accuracy"] == 1.0
     assert after1 == pytest.approx(before1, abs=1e-6)
     assert all(torch.equal(adapter1[n], p) for n, p in _adapter(comp, 1).items())

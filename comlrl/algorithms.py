@@ -1,0 +1,156 @@
+"""The learning algorithms, each a choice of training signal and loss on the same tree rollout.
+
+An `Algorithm` says what a step's trees become (`units`: completions with the numbers their loss reads)
+and the loss of a micro-batch of them (`loss`); the update (`comlrl.update.train_on_trees`) runs the
+micro-batches, the backward passes and the optimizer step for all of them alike, under accelerate DDP or
+DeepSpeed. `ALGORITHMS` is the one table (`algorithm.name`; `comlrl.registry.register_algorithm` adds
+to it). The math lives in the pure modules: advantages (`comlrl.advantages`), preference pairs
+(`comlrl.preference`), value targets (`comlrl.critic`) and the losses (`comlrl.loss`).
+
+- `magrpo`: each sibling group's completions weighted by their group-relative advantage (policy gradient).
+- `madpo`: pairs of sibling completions ranked by value, DPO per agent against the reference policy
+  (the base with adapters off).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from comlrl.advantages import AdvantageStats, assign_advantages
+from comlrl.preference import tree_pairs
+from comlrl.tree import Node
+
+if TYPE_CHECKING:
+    import torch
+
+    from comlrl.config import RunConfig
+    from comlrl.policy.sample import Sample
+
+
+@dataclass(frozen=True)
+class Unit:
+    """What one term of the loss reads: its completions and numbers (which ones, the algorithm says)."""
+
+    samples: tuple[Sample, ...]  # one completion (policy gradient) or (chosen, rejected) (preference)
+    advantage: float = 0.0  # policy gradient: the completion's advantage; preference: the pair's value gap
+
+
+@dataclass(frozen=True)
+class StepSize:
+    """What a whole step divides by, so micro-batch losses add up to the step's loss."""
+
+    tokens: float  # completion tokens of every sample in the step (>= 1)
+    sequences: float  # samples in the step (>= 1)
+    units: float  # units in the step (>= 1)
+    policy: float  # the policy-gradient normaliser of magrpo.loss.aggregation
+
+
+@dataclass
+class MicroBatch:
+    """One micro-batch's inputs to an algorithm's loss; tensor rows follow `samples` (units in order)."""
+
+    cfg: RunConfig
+    units: list[Unit]
+    logps: torch.Tensor  # [S, L] log-probs of the completion tokens under the policy
+    mask: torch.Tensor  # [S, L] 1 on completion tokens
+    step: StepSize
+    ref_logps: torch.Tensor | None = None  # under the reference policy (needs_reference or magrpo.loss.kl_coef)
+    old_logps: torch.Tensor | None = None  # before the step's first epoch (PPO ratio)
+    is_weights: torch.Tensor | None = None  # truncated importance weights against the rollout engine
+
+    @property
+    def samples(self) -> list[Sample]:
+        return [s for u in self.units for s in u.samples]
+
+
+# a loss's metric sums: name -> (sum, count); the step logs sum / count per name (over micro-batches and ranks)
+MetricSums = dict[str, tuple[float, float]]
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """A training signal and a loss on the tree rollout.
+
+    `units(roots, cfg)` turns a step's trees (returns backed up) into loss units and the count of sibling
+    groups with and without a signal; `loss(batch)` is one micro-batch's share of the step's loss and its
+    metric sums (names declared in `metrics`, so every rank reports the same ones). `needs_reference`: the
+    loss reads the reference policy's log-probs; `on_policy`: PPO clipping and importance weights against
+    the rollout engine apply (a preference loss has no ratio)."""
+
+    units: Callable[[Sequence[Node], RunConfig], tuple[list[Unit], AdvantageStats]]
+    loss: Callable[[MicroBatch], tuple[torch.Tensor, MetricSums]]
+    metrics: tuple[str, ...] = ()
+    needs_reference: bool = False
+    on_policy: bool = True
+    min_generations: int = 2  # siblings per group the signal needs
+
+
+# ---- magrpo: group-relative policy gradient ------------------------------------------------------------
+
+def _advantage_units(roots: Sequence[Node], cfg: RunConfig) -> tuple[list[Unit], AdvantageStats]:
+    m = cfg.magrpo
+    stats = assign_advantages(list(roots), m.num_agents, m.num_generations, m.advantage.baseline,
+                              m.advantage.scale, m.advantage.eps, credit=m.advantage.credit)
+    units = [Unit((node.completions[a][k],), float(adv[k]))
+             for root in roots for node in root.walk() for a, adv in enumerate(node.advantages) if adv is not None
+             for k in range(len(adv))]
+    return units, stats
+
+
+def _policy_gradient_loss(b: MicroBatch) -> tuple[torch.Tensor, MetricSums]:
+    import torch
+
+    from comlrl.loss import aggregate, per_token_loss
+
+    lc = b.cfg.magrpo.loss
+    adv = torch.tensor([u.advantage for u in b.units], dtype=b.logps.dtype, device=b.logps.device)
+    tok = per_token_loss(b.logps, adv, old_logps=b.old_logps, ref_logps=b.ref_logps, clip_eps=lc.clip_eps,
+                         kl_coef=lc.kl_coef, is_weights=b.is_weights)
+    return aggregate(tok, b.mask, lc.aggregation, b.step.policy), {}
+
+
+# ---- madpo: DPO on sibling pairs -----------------------------------------------------------------------
+
+def _pair_units(roots: Sequence[Node], cfg: RunConfig) -> tuple[list[Unit], AdvantageStats]:
+    import torch
+
+    m, d = cfg.magrpo, cfg.algorithm.dpo
+    # seeded per step and rank by the trainer (torch.manual_seed before the rollout): reproducible draws
+    rng = random.Random(torch.initial_seed()) if d.pairs == "random" else None
+    pairs = tree_pairs(roots, m.num_agents, m.num_generations, d.pairs, d.pairs_per_node, d.min_gap,
+                       credit=m.advantage.credit, rng=rng)
+    groups = sum(1 for root in roots for _ in root.walk()) * m.num_agents
+    with_pairs = len({(id(p.node), p.agent) for p in pairs})
+    units = [Unit((p.node.completions[p.agent][p.winner], p.node.completions[p.agent][p.loser]), p.gap)
+             for p in pairs]
+    return units, AdvantageStats(groups=groups, skipped=groups - with_pairs)
+
+
+def _dpo_loss(b: MicroBatch) -> tuple[torch.Tensor, MetricSums]:
+    from comlrl.loss import dpo_loss, k3_kl, sequence_logps
+
+    assert b.ref_logps is not None
+    seq, ref = sequence_logps(b.logps, b.mask), sequence_logps(b.ref_logps, b.mask)
+    losses, margin = dpo_loss(seq[0::2], seq[1::2], ref[0::2], ref[1::2], b.cfg.algorithm.dpo.beta)
+    loss = losses.sum() / b.step.units
+    kl_coef = b.cfg.magrpo.loss.kl_coef
+    if kl_coef > 0:
+        loss = loss + kl_coef * k3_kl(b.logps, b.ref_logps, b.mask).sum() / b.step.tokens
+    beta = b.cfg.algorithm.dpo.beta
+    n = float(len(b.units))
+    chosen = beta * (seq[0::2] - ref[0::2]).detach()
+    rejected = beta * (seq[1::2] - ref[1::2]).detach()
+    return loss, {"dpo/accuracy": (float((margin > 0).sum()), n), "dpo/margin": (float(margin.detach().sum()), n),
+                  "dpo/chosen_reward": (float(chosen.sum()), n), "dpo/rejected_reward": (float(rejected.sum()), n),
+                  "dpo/loss": (float(losses.detach().sum()), n)}
+
+
+# the one table of algorithms (`comlrl.registry.register_algorithm` adds to it), in the config's order
+ALGORITHMS: dict[str, Algorithm] = {
+    "magrpo": Algorithm(_advantage_units, _policy_gradient_loss),
+    "madpo": Algorithm(_pair_units, _dpo_loss, needs_reference=True, on_policy=False,
+                       metrics=("dpo/accuracy", "dpo/margin", "dpo/chosen_reward", "dpo/rejected_reward", "dpo/loss")),
+}

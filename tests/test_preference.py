@@ -1,0 +1,79 @@
+"""Preference pairs from sibling completions (comlrl.preference): which pairs exist, which are selected."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+
+from comlrl.preference import candidate_pairs, select_pairs, tree_pairs
+from comlrl.tree import Node
+
+# values [0.2, 1.0, 0.5, 1.0]: the worked case of the reference library's pair selection (docs/algorithm.md)
+VALUES = [0.2, 1.0, 0.5, 1.0]
+
+
+def test_candidate_pairs_are_every_ordered_pair_with_a_gap_in_index_order():
+    got = [(w, lo, round(g, 6)) for w, lo, g in candidate_pairs(VALUES, 1e-6)]
+    assert got == [(1, 0, 0.8), (1, 2, 0.5), (2, 0, 0.3), (3, 0, 0.8), (3, 2, 0.5)]  # the 1.0/1.0 tie is no pair
+
+
+def test_reward_gap_takes_the_largest_gaps_first_ties_in_index_order():
+    assert [(w, lo) for w, lo, _ in select_pairs(VALUES, "reward_gap", None, 1e-6)] == [
+        (1, 0), (3, 0), (1, 2), (3, 2), (2, 0)]
+    assert [(w, lo) for w, lo, _ in select_pairs(VALUES, "reward_gap", 2, 1e-6)] == [(1, 0), (3, 0)]
+
+
+def test_all_keeps_index_order_and_the_limit_cuts_it():
+    assert [(w, lo) for w, lo, _ in select_pairs(VALUES, "all", None, 1e-6)] == [
+        (1, 0), (1, 2), (2, 0), (3, 0), (3, 2)]
+    assert [(w, lo) for w, lo, _ in select_pairs(VALUES, "all", 1, 1e-6)] == [(1, 0)]
+
+
+def test_random_is_a_seeded_subset_of_the_candidates():
+    every = set(candidate_pairs(VALUES, 1e-6))
+    a = select_pairs(VALUES, "random", 3, 1e-6, random.Random(7))
+    assert len(a) == 3 and set(a) <= every and len(set(a)) == 3
+    assert a == select_pairs(VALUES, "random", 3, 1e-6, random.Random(7))
+    draws = {tuple(select_pairs(VALUES, "random", 3, 1e-6, random.Random(s))) for s in range(20)}
+    assert len(draws) > 1  # the seed matters
+    with pytest.raises(ValueError, match="seeded"):
+        select_pairs(VALUES, "random", 3, 1e-6)
+
+
+def test_min_gap_filters_small_gaps_and_tied_groups_give_no_pairs():
+    assert [(w, lo) for w, lo, _ in select_pairs(VALUES, "all", None, 0.5)] == [(1, 0), (1, 2), (3, 0), (3, 2)]
+    assert select_pairs([1.0, 1.0, 1.0], "reward_gap", None, 1e-6) == []
+    with pytest.raises(ValueError, match="min_gap"):
+        candidate_pairs(VALUES, 0.0)
+    with pytest.raises(ValueError, match="limit"):
+        select_pairs(VALUES, "all", 0, 1e-6)
+    with pytest.raises(ValueError, match="selection"):
+        select_pairs(VALUES, "best", None, 1e-6)
+
+
+@pytest.mark.parametrize("values", [list(v) for v in itertools.product([0.0, 0.5, 1.0], repeat=3)])
+def test_every_selection_yields_pairs_whose_winner_is_better(values):
+    for how in ("reward_gap", "all", "random"):
+        for w, lo, gap in select_pairs(values, how, None, 1e-6, random.Random(0)):
+            assert values[w] - values[lo] == pytest.approx(gap) and gap > 0
+        assert len(select_pairs(values, how, None, 1e-6, random.Random(0))) == len(candidate_pairs(values, 1e-6))
+
+
+def test_tree_pairs_rank_each_agents_completions_by_their_value_in_cross_mode():
+    # agent 0's completion 0 sits in joint actions returning 3 and 1 (value 2), completion 1 in 0 and 0
+    # (value 0); agent 1's completions: (3 + 0) / 2 = 1.5 and (1 + 0) / 2 = 0.5
+    node = Node(id="r", turn=1, root=0, messages=[[], []], completions=[["a0", "a1"], ["b0", "b1"]],
+                joint=[(0, 0), (0, 1), (1, 0), (1, 1)], returns=[3.0, 1.0, 0.0, 0.0])
+    pairs = tree_pairs([node], 2, 2, "reward_gap", None, 1e-6)
+    assert [(p.agent, p.winner, p.loser, p.gap) for p in pairs] == [(0, 0, 1, 2.0), (1, 0, 1, 1.0)]
+
+
+def test_tree_pairs_walk_children_and_skip_tied_nodes():
+    child = Node(id="r.0", turn=2, root=0, messages=[[]], completions=[["c0", "c1"]], joint=[(0,), (1,)],
+                 returns=[1.0, 1.0])
+    root = Node(id="r", turn=1, root=0, messages=[[]], completions=[["a0", "a1"]], joint=[(0,), (1,)],
+                returns=[2.0, 0.0], children={0: child})
+    pairs = tree_pairs([root], 1, 2, "all", None, 1e-6)
+    assert [(p.node.id, p.winner, p.loser) for p in pairs] == [("r", 0, 1)]
