@@ -23,9 +23,9 @@ from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
 from comlrl.advantages import ESTIMATORS as ESTIMATOR_TABLE
+from comlrl.advantages import Estimator
 from comlrl.algorithms import ALGORITHMS as ALGORITHM_TABLE
 from comlrl.algorithms import Algorithm
-from comlrl.advantages import Estimator
 from comlrl.errors import ConfigError
 from comlrl.llm.factory import REGISTERED as PROVIDER_TABLE
 from comlrl.llm.spec import PROVIDERS as BUILT_IN_PROVIDERS
