@@ -10,6 +10,8 @@ to it). The math lives in the pure modules: advantages (`comlrl.advantages`), pr
 - `magrpo`: each sibling group's completions weighted by their group-relative advantage (policy gradient).
 - `madpo`: pairs of sibling completions ranked by value, DPO per agent against the reference policy
   (the base with adapters off).
+- `iac`: actor-critic, a value head per agent on its own view of the state; `maac`: one critic of the
+  team's joint state. Advantage = value target - V(state); works with one sample per node (G = 1).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from comlrl.advantages import AdvantageStats, assign_advantages
+from comlrl.critic import completion_targets, lambda_returns, whiten
 from comlrl.preference import tree_pairs
 from comlrl.tree import Node
 
@@ -34,8 +37,9 @@ if TYPE_CHECKING:
 class Unit:
     """What one term of the loss reads: its completions and numbers (which ones, the algorithm says)."""
 
-    samples: tuple[Sample, ...]  # one completion (policy gradient) or (chosen, rejected) (preference)
-    advantage: float = 0.0  # policy gradient: the completion's advantage; preference: the pair's value gap
+    samples: tuple[Sample, ...]  # one completion, a (chosen, rejected) pair, or a node's completions
+    advantages: tuple[float, ...] = ()  # per sample, its advantage (policy gradient)
+    targets: tuple[float, ...] = ()  # per sample, the value target of its state (actor-critic)
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,7 @@ class MicroBatch:
     ref_logps: torch.Tensor | None = None  # under the reference policy (needs_reference or magrpo.loss.kl_coef)
     old_logps: torch.Tensor | None = None  # before the step's first epoch (PPO ratio)
     is_weights: torch.Tensor | None = None  # truncated importance weights against the rollout engine
+    values: torch.Tensor | None = None  # [S] each sample's value head output at its prompt's end (critic)
 
     @property
     def samples(self) -> list[Sample]:
@@ -68,33 +73,40 @@ class MicroBatch:
 
 # a loss's metric sums: name -> (sum, count); the step logs sum / count per name (over micro-batches and ranks)
 MetricSums = dict[str, tuple[float, float]]
+# the critic's values before the update: node id -> each agent's value head output at the node's state
+StateValues = Callable[[list[Node]], dict[str, list[float]]]
 
 
 @dataclass(frozen=True)
 class Algorithm:
     """A training signal and a loss on the tree rollout.
 
-    `units(roots, cfg)` turns a step's trees (returns backed up) into loss units and the count of sibling
-    groups with and without a signal; `loss(batch)` is one micro-batch's share of the step's loss and its
-    metric sums (names declared in `metrics`, so every rank reports the same ones). `needs_reference`: the
-    loss reads the reference policy's log-probs; `on_policy`: PPO clipping and importance weights against
-    the rollout engine apply (a preference loss has no ratio)."""
+    `units(roots, cfg, values)` turns a step's trees (returns backed up) into loss units and the count of
+    sibling groups with and without a signal (`values`: the critic's state values before the update, when
+    `critic`); `loss(batch)` is one micro-batch's share of the step's loss and its metric sums (names
+    declared in `metrics`, so every rank reports the same ones); `derived(means)` adds metrics computed
+    from the step's means. `needs_reference`: the loss reads the reference policy's log-probs;
+    `on_policy`: PPO clipping and importance weights against the rollout engine apply (a preference loss
+    has no ratio); `critic`: the agents carry value heads (`AgentsModule.attach_value_heads`)."""
 
-    units: Callable[[Sequence[Node], RunConfig], tuple[list[Unit], AdvantageStats]]
+    units: Callable[[Sequence[Node], RunConfig, StateValues | None], tuple[list[Unit], AdvantageStats]]
     loss: Callable[[MicroBatch], tuple[torch.Tensor, MetricSums]]
     metrics: tuple[str, ...] = ()
+    derived: Callable[[dict[str, float]], dict[str, float]] | None = None
     needs_reference: bool = False
     on_policy: bool = True
+    critic: bool = False
     min_generations: int = 2  # siblings per group the signal needs
 
 
 # ---- magrpo: group-relative policy gradient ------------------------------------------------------------
 
-def _advantage_units(roots: Sequence[Node], cfg: RunConfig) -> tuple[list[Unit], AdvantageStats]:
+def _advantage_units(roots: Sequence[Node], cfg: RunConfig, values: StateValues | None
+                     ) -> tuple[list[Unit], AdvantageStats]:
     m = cfg.magrpo
     stats = assign_advantages(list(roots), m.num_agents, m.num_generations, m.advantage.baseline,
                               m.advantage.scale, m.advantage.eps, credit=m.advantage.credit)
-    units = [Unit((node.completions[a][k],), float(adv[k]))
+    units = [Unit((node.completions[a][k],), (float(adv[k]),))
              for root in roots for node in root.walk() for a, adv in enumerate(node.advantages) if adv is not None
              for k in range(len(adv))]
     return units, stats
@@ -106,7 +118,7 @@ def _policy_gradient_loss(b: MicroBatch) -> tuple[torch.Tensor, MetricSums]:
     from comlrl.loss import aggregate, per_token_loss
 
     lc = b.cfg.magrpo.loss
-    adv = torch.tensor([u.advantage for u in b.units], dtype=b.logps.dtype, device=b.logps.device)
+    adv = torch.tensor([x for u in b.units for x in u.advantages], dtype=b.logps.dtype, device=b.logps.device)
     tok = per_token_loss(b.logps, adv, old_logps=b.old_logps, ref_logps=b.ref_logps, clip_eps=lc.clip_eps,
                          kl_coef=lc.kl_coef, is_weights=b.is_weights)
     return aggregate(tok, b.mask, lc.aggregation, b.step.policy), {}
@@ -114,7 +126,8 @@ def _policy_gradient_loss(b: MicroBatch) -> tuple[torch.Tensor, MetricSums]:
 
 # ---- madpo: DPO on sibling pairs -----------------------------------------------------------------------
 
-def _pair_units(roots: Sequence[Node], cfg: RunConfig) -> tuple[list[Unit], AdvantageStats]:
+def _pair_units(roots: Sequence[Node], cfg: RunConfig, values: StateValues | None
+                ) -> tuple[list[Unit], AdvantageStats]:
     import torch
 
     m, d = cfg.magrpo, cfg.algorithm.dpo
@@ -124,8 +137,7 @@ def _pair_units(roots: Sequence[Node], cfg: RunConfig) -> tuple[list[Unit], Adva
                        credit=m.advantage.credit, rng=rng)
     groups = sum(1 for root in roots for _ in root.walk()) * m.num_agents
     with_pairs = len({(id(p.node), p.agent) for p in pairs})
-    units = [Unit((p.node.completions[p.agent][p.winner], p.node.completions[p.agent][p.loser]), p.gap)
-             for p in pairs]
+    units = [Unit((p.node.completions[p.agent][p.winner], p.node.completions[p.agent][p.loser])) for p in pairs]
     return units, AdvantageStats(groups=groups, skipped=groups - with_pairs)
 
 
@@ -148,9 +160,98 @@ def _dpo_loss(b: MicroBatch) -> tuple[torch.Tensor, MetricSums]:
                   "dpo/loss": (float(losses.detach().sum()), n)}
 
 
+# ---- iac / maac: actor-critic with value heads -----------------------------------------------------------
+
+def _critic_units(joint: bool) -> Callable[..., tuple[list[Unit], AdvantageStats]]:
+    """Units of `iac` (each agent's own critic) or `maac` (one critic of the team's state): one unit per
+    node, holding every agent's completions there with their advantages (target - V(state), V before the
+    update) and value targets (TD(lambda) over the tree, `comlrl.critic`)."""
+
+    def units(roots: Sequence[Node], cfg: RunConfig, values: StateValues | None
+              ) -> tuple[list[Unit], AdvantageStats]:
+        assert values is not None, "an actor-critic algorithm needs the critic's state values"
+        m, c = cfg.magrpo, cfg.algorithm.critic
+        nodes = [n for root in roots for n in root.walk()]
+        heads = values(nodes)
+
+        def state_value(node: Node, agent: int) -> float:
+            return sum(heads[node.id]) if joint else heads[node.id][agent]
+
+        adv: dict[tuple[str, int], list[float]] = {}
+        tgt: dict[tuple[str, int], list[float]] = {}
+        for agent in range(m.num_agents):
+            for root in roots:
+                targets = lambda_returns(root, lambda n, a=agent: state_value(n, a), m.discount, c.gae_lambda)
+                for node in root.walk():
+                    t = completion_targets(node, targets[node.id], agent, len(node.completions[agent]),
+                                           m.advantage.credit)
+                    tgt[node.id, agent] = t
+                    adv[node.id, agent] = [x - state_value(node, agent) for x in t]
+        if m.advantage.scale == "group":  # whitened over the step, per agent (no sibling group with G = 1)
+            for agent in range(m.num_agents):
+                keys = [k for k in adv if k[1] == agent]
+                flat = whiten([x for k in keys for x in adv[k]], m.advantage.eps)
+                for k in keys:
+                    adv[k], flat = flat[:len(adv[k])], flat[len(adv[k]):]
+        out = [Unit(tuple(s for a in range(m.num_agents) for s in node.completions[a]),
+                    tuple(x for a in range(m.num_agents) for x in adv[node.id, a]),
+                    tuple(x for a in range(m.num_agents) for x in tgt[node.id, a])) for node in nodes]
+        return out, AdvantageStats(groups=len(nodes) * m.num_agents)
+
+    return units
+
+
+def _actor_critic_loss(joint: bool) -> Callable[[MicroBatch], tuple[torch.Tensor, MetricSums]]:
+    """The policy-gradient loss on the critic's advantages plus value_coef * the critic's squared error
+    against each sample's target; `maac`'s value of a node is the sum of its agents' head outputs (one
+    linear head over the concatenated states)."""
+
+    def loss(b: MicroBatch) -> tuple[torch.Tensor, MetricSums]:
+        import torch
+
+        assert b.values is not None
+        policy, _ = _policy_gradient_loss(b)
+        v = b.values
+        if joint:  # per unit (node): the sum over agents of one sample's head output each
+            parts, start = [], 0
+            for u in b.units:
+                firsts = {}
+                for i, s in enumerate(u.samples):
+                    firsts.setdefault(s.agent, start + i)
+                node_value = v[list(firsts.values())].sum()
+                parts.append(node_value.expand(len(u.samples)))
+                start += len(u.samples)
+            v = torch.cat(parts)
+        t = torch.tensor([x for u in b.units for x in u.targets], dtype=v.dtype, device=v.device)
+        err = (v - t) ** 2
+        value_loss = b.cfg.algorithm.critic.value_coef * err.sum() / b.step.sequences
+        n, vd = float(len(t)), v.detach()
+        return policy + value_loss, {
+            "value/mse": (float(err.detach().sum()), n), "value/mean": (float(vd.sum()), n),
+            "value/target_mean": (float(t.sum()), n), "value/target_sq": (float((t * t).sum()), n),
+            "value/residual_mean": (float((t - vd).sum()), n)}
+
+    return loss
+
+
+def explained_variance(means: dict[str, float]) -> dict[str, float]:
+    """1 - Var(target - value) / Var(target) over the step's samples, from the step's means (1: the
+    critic predicts every target; 0: no better than their mean; NaN when the targets do not vary)."""
+    var_t = means["value/target_sq"] - means["value/target_mean"] ** 2
+    var_r = means["value/mse"] - means["value/residual_mean"] ** 2
+    return {"value/explained_variance": 1.0 - var_r / var_t if var_t > 1e-12 else float("nan")}
+
+
+CRITIC_METRICS = ("value/mse", "value/mean", "value/target_mean", "value/target_sq", "value/residual_mean")
+
+
 # the one table of algorithms (`comlrl.registry.register_algorithm` adds to it), in the config's order
 ALGORITHMS: dict[str, Algorithm] = {
     "magrpo": Algorithm(_advantage_units, _policy_gradient_loss),
     "madpo": Algorithm(_pair_units, _dpo_loss, needs_reference=True, on_policy=False,
                        metrics=("dpo/accuracy", "dpo/margin", "dpo/chosen_reward", "dpo/rejected_reward", "dpo/loss")),
+    "iac": Algorithm(_critic_units(joint=False), _actor_critic_loss(joint=False), metrics=CRITIC_METRICS,
+                     derived=explained_variance, critic=True, min_generations=1),
+    "maac": Algorithm(_critic_units(joint=True), _actor_critic_loss(joint=True), metrics=CRITIC_METRICS,
+                      derived=explained_variance, critic=True, min_generations=1),
 }

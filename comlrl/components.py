@@ -92,11 +92,14 @@ def build(cfg: RunConfig, for_training: bool = True, log_with: list[Any] | None 
     # tool agents stop after </tool_call> so nothing the model writes past it is trained on
     policies = AgentPolicies(cfg.model, cfg.agents, cfg.magrpo.num_agents,
                              stop_strings=task.stop_strings, head_messages=task.head_messages)
+    algorithm = ALGORITHMS.get(cfg.algorithm.name)
+    if algorithm.critic:
+        policies.module.attach_value_heads()
     engine = build_engine(cfg.rollout.engine, policies, cfg.rollout.vllm, cfg.training.seed)
     model = optimizer = scheduler = None
     if for_training:
-        params = list(policies.trainable_parameters())
-        optimizer = torch.optim.AdamW(params, lr=cfg.magrpo.learning_rate, weight_decay=cfg.magrpo.weight_decay)
+        optimizer = torch.optim.AdamW(param_groups(cfg, policies), lr=cfg.magrpo.learning_rate,
+                                      weight_decay=cfg.magrpo.weight_decay)
         scheduler = make_scheduler(cfg, optimizer)
         if uses_deepspeed(acc):
             ds = acc.state.deepspeed_plugin.deepspeed_config
@@ -105,5 +108,17 @@ def build(cfg: RunConfig, for_training: bool = True, log_with: list[Any] | None 
             if ds.get("train_micro_batch_size_per_gpu", "auto") == "auto":
                 ds["train_micro_batch_size_per_gpu"] = 1
         model, optimizer = acc.prepare(policies.module, optimizer)
-    return Components(cfg, acc, task, sandbox, policies, engine, ALGORITHMS.get(cfg.algorithm.name), model,
-                      optimizer, scheduler, feedback, train, evalset)
+    return Components(cfg, acc, task, sandbox, policies, engine, algorithm, model, optimizer, scheduler, feedback,
+                      train, evalset)
+
+
+def param_groups(cfg: RunConfig, policies: Any) -> list[dict[str, Any]]:
+    """The optimizer's groups: the agents' trainable weights at magrpo.learning_rate and, when the agents
+    carry value heads, the heads at algorithm.critic.learning_rate (null: the same rate)."""
+    heads = policies.module.value_heads
+    head_ids = {id(p) for p in heads.parameters()} if heads is not None else set()
+    groups: list[dict[str, Any]] = [{"params": [p for p in policies.trainable_parameters() if id(p) not in head_ids]}]
+    if heads is not None:
+        groups.append({"params": list(heads.parameters()),
+                       "lr": cfg.algorithm.critic.learning_rate or cfg.magrpo.learning_rate})
+    return groups

@@ -73,9 +73,19 @@ class DpoConfig:
 
 
 @dataclass
+class CriticConfig:
+    """iac / maac: the value heads' loss weight, learning rate and targets (docs/algorithm.md)."""
+
+    value_coef: float = 0.5  # weight of the critic's squared error in the loss
+    learning_rate: float | None = None  # of the value heads; null = magrpo.learning_rate
+    gae_lambda: float = 1.0  # TD(lambda) targets across turns: 1 = backed-up returns, 0 = r + discount * V(next)
+
+
+@dataclass
 class AlgorithmConfig:
-    name: str = "magrpo"  # magrpo | madpo | registered (comlrl.registry.register_algorithm; docs/algorithm.md)
+    name: str = "magrpo"  # magrpo | madpo | iac | maac | registered (comlrl.registry.register_algorithm)
     dpo: DpoConfig = field(default_factory=DpoConfig)
+    critic: CriticConfig = field(default_factory=CriticConfig)
 
 
 @dataclass

@@ -137,6 +137,11 @@ def _validate_algorithm(cfg: RunConfig) -> None:
     require(d.pairs_per_node is None or d.pairs_per_node >= 1, "algorithm.dpo.pairs_per_node", d.pairs_per_node,
             "an integer >= 1 or null (every pair)")
     require(d.min_gap > 0, "algorithm.dpo.min_gap", d.min_gap, "a number > 0 (equal values carry no preference)")
+    c = a.critic
+    require(c.value_coef >= 0, "algorithm.critic.value_coef", c.value_coef, "a number >= 0")
+    require(c.learning_rate is None or c.learning_rate > 0, "algorithm.critic.learning_rate", c.learning_rate,
+            "a number > 0 or null (magrpo.learning_rate)")
+    require(0.0 <= c.gae_lambda <= 1.0, "algorithm.critic.gae_lambda", c.gae_lambda, "a number in [0, 1]")
 
 
 def _validate_model(cfg: RunConfig) -> None:

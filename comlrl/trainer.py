@@ -98,6 +98,8 @@ def _step_metrics(comp: Components, step: int, sums: StepSums, update: UpdateSta
                   t_update: float, t0: float) -> dict[str, float]:
     """metrics.jsonl's line of the step; warns about a step that trained nothing or lost its expert."""
     metrics: dict[str, float] = {"step": step + 1, **sums.means(comp.accelerator.num_processes)}
+    if comp.algorithm.derived is not None:
+        metrics.update(comp.algorithm.derived(metrics))
     metrics.update(grad_norm=update.grad_norm, weights_rank_spread=update.weights_rank_spread, lr=update.lr,
                    rollout_seconds=t_rollout, update_seconds=t_update,
                    prompt_truncations=int(comp.policies.prompt_truncations))

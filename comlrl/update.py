@@ -58,7 +58,7 @@ def train_on_trees(comp: Components, roots: list[Node]) -> UpdateStats:
     """Turn the trees into one optimizer step (all agents at once), by the run's algorithm."""
     cfg, acc, policies, model = comp.cfg, comp.accelerator, comp.policies, comp.model
     algo, lc = comp.algorithm, cfg.magrpo.loss
-    units, groups = algo.units(roots, cfg)
+    units, groups = algo.units(roots, cfg, (lambda nodes: state_values(comp, nodes)) if algo.critic else None)
     samples = [s for u in units for s in u.samples]
     lengths = [max(1, len(s.completion_ids)) for s in samples]
     step = StepSize(tokens=float(max(1, sum(lengths))), sequences=float(max(1, len(samples))),
@@ -73,6 +73,11 @@ def train_on_trees(comp: Components, roots: list[Node]) -> UpdateStats:
 
     def logps_of(batch: list[Unit], **kw: Any) -> tuple[torch.Tensor, torch.Tensor]:
         return policies.token_logprobs([s for u in batch for s in u.samples], module=model, **kw)
+
+    def forward(batch: list[Unit]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        if algo.critic:
+            return policies.logprobs_and_values([s for u in batch for s in u.samples], module=model)
+        return (*logps_of(batch), None)
 
     def engine_logps(batch: list[Unit], like: torch.Tensor) -> torch.Tensor | None:
         """The rollout engine's log-probs of the batch's tokens, or None when the trainer sampled them."""
@@ -103,7 +108,7 @@ def train_on_trees(comp: Components, roots: list[Node]) -> UpdateStats:
                 model.set_gradient_accumulation_boundary(last)
             ctx = acc.no_sync(model) if (not last and not deepspeed and acc.num_processes > 1) else nullcontext()
             with ctx:
-                logps, mask = logps_of(batch)
+                logps, mask, values = forward(batch)
                 if real:
                     is_w = None
                     behaviour = engine_logps(batch, logps) if algo.on_policy else None
@@ -117,13 +122,13 @@ def train_on_trees(comp: Components, roots: list[Node]) -> UpdateStats:
                     loss, stats = algo.loss(MicroBatch(cfg, batch, logps, mask, step,
                                                        ref_logps=ref[i] if ref is not None else None,
                                                        old_logps=old[i] if old is not None else None,
-                                                       is_weights=is_w))
+                                                       is_weights=is_w, values=values))
                     if epoch == 0:
                         for name, (total, count) in stats.items():
                             sums[name] += total
                             sums[f"{name}/n"] += count
                 else:  # a rank with fewer micro-batches runs zero-weight ones: collectives line up
-                    loss = (logps * mask).sum() * 0.0
+                    loss = (logps * mask).sum() * 0.0 + (values.sum() * 0.0 if values is not None else 0.0)
                 # a zero term touching every trainable tensor: all ranks reduce the same gradients (ZeRO-3
                 # holds only a partition of each tensor outside forward and gives unused ones zero gradients itself)
                 if not zero3:
@@ -147,6 +152,25 @@ def train_on_trees(comp: Components, roots: list[Node]) -> UpdateStats:
                        lr=comp.scheduler.get_last_lr()[0], weights_rank_spread=_weights_spread(acc, trainable),
                        engine_abs_gap=gap["abs_gap_sum"], engine_kl=gap["kl_sum"], engine_tokens=gap["tokens"],
                        groups=groups, metrics=sums)
+
+
+@torch.no_grad()
+def state_values(comp: Components, nodes: list[Node]) -> dict[str, list[float]]:
+    """Each node's value head outputs, one per agent, at the state the agent acts in (its prompt's end),
+    before the update: one sample per (node, agent) carries the prompt, in micro-batches. Every rank runs
+    the same number of forwards (ZeRO-3 gathers parameters in each)."""
+    rows = [(node.id, a, node.completions[a][0]) for node in nodes for a in range(len(node.completions))]
+    out: dict[str, list[float]] = {node.id: [0.0] * len(node.completions) for node in nodes}
+    size = comp.cfg.magrpo.loss.micro_batch_size
+    chunks = [rows[i:i + size] for i in range(0, len(rows), size)]
+    for i in range(max_over_ranks(comp.accelerator, max(1, len(chunks)))):
+        chunk = chunks[i] if i < len(chunks) else rows[:1]
+        if not chunk:
+            continue  # no nodes on any rank's first chunk: nothing to gather for
+        _, _, values = comp.policies.logprobs_and_values([s for _, _, s in chunk])
+        for (node_id, a, _), v in zip(chunk, values.tolist(), strict=True) if i < len(chunks) else ():
+            out[node_id][a] = float(v)
+    return out
 
 
 def _weights_spread(acc: Any, params: list[torch.Tensor]) -> float:

@@ -99,3 +99,22 @@ def test_a_loss_needing_pairs_is_refused_until_the_trainer_provides_them() -> No
             load_config(None, ["magrpo.loss.aggregation=test_pairs"])
     finally:
         LOSSES.table.pop("test_pairs")
+
+
+def test_the_algorithm_registry_is_the_table_the_config_and_the_update_read():
+    from comlrl import algorithms
+    from comlrl.registry import ALGORITHMS, register_algorithm
+
+    assert choices()["algorithm.name"] == tuple(algorithms.ALGORITHMS) == ("magrpo", "madpo", "iac", "maac")
+    mine = algorithms.Algorithm(algorithms.ALGORITHMS["magrpo"].units, algorithms.ALGORITHMS["magrpo"].loss)
+    register_algorithm("test_pg", mine)
+    try:
+        assert load_config(None, ["algorithm.name=test_pg"]).algorithm.name == "test_pg"
+        with pytest.raises(ValueError, match="already registered"):
+            register_algorithm("test_pg", algorithms.ALGORITHMS["madpo"])
+        with pytest.raises(TypeError, match="comlrl.algorithms.Algorithm"):
+            register_algorithm("test_fn", lambda roots: [])  # type: ignore[arg-type]
+    finally:
+        ALGORITHMS.table.pop("test_pg")
+    with pytest.raises(ConfigError, match=r"^config error: algorithm.name='test_pg' is not allowed"):
+        load_config(None, ["algorithm.name=test_pg"])

@@ -42,7 +42,11 @@ class AgentsModule(nn.Module, ABC):
     over the whole team sums the heads of the agents' states, which is one linear head over the
     concatenated states (`comlrl.algorithms`)."""
 
-    value_heads: nn.ModuleList | None = None
+    @property
+    def value_heads(self) -> nn.ModuleList | None:
+        """The agents' value heads, once attached (a submodule: prepared, optimized and saved with the rest)."""
+        heads = self._modules.get("critic_heads")
+        return heads if isinstance(heads, nn.ModuleList) else None
 
     @property
     def device(self) -> torch.device:
@@ -67,7 +71,7 @@ class AgentsModule(nn.Module, ABC):
             nn.init.zeros_(head.weight)
             nn.init.zeros_(head.bias)
             heads.append(head)
-        self.value_heads = nn.ModuleList(heads).to(self.device)
+        self.add_module("critic_heads", nn.ModuleList(heads).to(self.device))
 
     def head_values(self, states: torch.Tensor, agents: torch.Tensor) -> torch.Tensor:
         """[S] value head outputs of final hidden states [S, D] at prompt ends, each through its agent's head."""

@@ -27,6 +27,8 @@ from comlrl.policy.sample import Messages, Sample, agent_name, answer_prefix_of
 
 log = logging.getLogger(__name__)
 
+VALUE_HEADS = "value_heads.pt"  # beside the agents' weights, when the agents carry value heads
+
 
 class AgentPolicies:
     """Models, tokenizers and chat templates of N agents; batched generation and log-probs."""
@@ -164,6 +166,14 @@ class AgentPolicies:
                 return self.module.reference_logprobs(batch, temperature), batch.mask
         return (module if module is not None else self.module)(batch, temperature), batch.mask
 
+    def logprobs_and_values(self, samples: Sequence[Sample], module: nn.Module | None = None
+                            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(logps [B, Lc], mask [B, Lc], values [B]): `token_logprobs` and each sample's value head output at
+        its prompt's last token (actor-critic; the module carries value heads)."""
+        batch = self.pack(samples).to(self.device)
+        logps, values = (module if module is not None else self.module)(batch, self.cfg.temperature, values=True)
+        return logps, batch.mask, values
+
     # ---- save / load ----------------------------------------------------------------------------
     def save(self, directory: str | Path) -> None:
         """`dir/agent<i>/`: a peft adapter (PeftModel.from_pretrained(base, dir/agent0)) or a full HF model,
@@ -172,6 +182,8 @@ class AgentPolicies:
         out.mkdir(parents=True, exist_ok=True)
         names = [agent_name(i) for i in range(self.num_agents)]
         self.module.save_weights(out, names)
+        if self.module.value_heads is not None:  # actor-critic: the critic is part of the policy's state
+            torch.save(self.module.value_heads.state_dict(), out / VALUE_HEADS)
         for i, name in enumerate(names):
             self.tokenizers[i].save_pretrained(out / name)
         meta = {"mode": self.mode, "num_agents": self.num_agents, "models": self.model_names, "paths": self.paths}
@@ -180,3 +192,9 @@ class AgentPolicies:
     def load(self, directory: str | Path) -> None:
         """Load weights saved by `save` in place (parameters keep their identity for the optimizer)."""
         self.module.load_weights(Path(directory), [agent_name(i) for i in range(self.num_agents)])
+        heads = Path(directory) / VALUE_HEADS
+        if self.module.value_heads is not None:
+            if not heads.is_file():
+                raise ValueError(f"{directory} holds no value heads ({VALUE_HEADS}): it was not saved by an "
+                                 "actor-critic run")
+            self.module.value_heads.load_state_dict(torch.load(heads, map_location=self.device, weights_only=True))

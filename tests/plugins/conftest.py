@@ -13,7 +13,8 @@ HERE = str(Path(__file__).resolve().parent)
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-PLUGIN_MODULES = ("count_task", "echo_feedback", "rhyme_task", "short_code_reward", "short_function_reward")
+PLUGIN_MODULES = ("best_sibling", "count_task", "echo_feedback", "rhyme_task", "short_code_reward",
+                  "short_function_reward")
 
 
 @pytest.fixture(autouse=True)
@@ -23,7 +24,7 @@ def _registries_as_before():
     plug-in task's options section (`task.count_words.*`) leaked into later tests' schema: the documented-keys
     and --help tests, and a run's config.yaml that a fresh process could not load."""
     tables = [r.table for r in (registry.TASKS, registry.TRANSITIONS, registry.REWARDS, registry.PROVIDERS,
-                                registry.ESTIMATORS, registry.LOSSES)]
+                                registry.ESTIMATORS, registry.LOSSES, registry.ALGORITHMS)]
     saved = [dict(t) for t in tables]
     yield
     for table, before in zip(tables, saved, strict=True):

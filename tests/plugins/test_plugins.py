@@ -80,12 +80,12 @@ def test_a_plugin_task_declares_its_options_and_checks_them() -> None:
 
 
 def test_user_modules_are_short() -> None:
-    for name in ("rhyme_task.py", "echo_feedback.py", "count_task.py"):
+    for name in ("rhyme_task.py", "echo_feedback.py", "count_task.py", "best_sibling.py"):
         assert len((HERE / name).read_text().splitlines()) < 60, name
 
 
 @pytest.mark.slow
-def test_plugin_task_and_mode_train_one_step_from_the_config(tmp_path: Path) -> None:
+def test_plugin_task_mode_and_algorithm_train_one_step_from_the_config(tmp_path: Path) -> None:
     import sys
 
     sys.path.insert(0, str(HERE.parent / "trainer"))
@@ -93,7 +93,8 @@ def test_plugin_task_and_mode_train_one_step_from_the_config(tmp_path: Path) -> 
 
     run = tmp_path / "run"
     config = tmp_path / "rhyme.yaml"
-    config.write_text("plugins: [rhyme_task, echo_feedback]\ntask: {name: rhyme}\nexternal: {mode: echo_score}\n"
+    config.write_text("plugins: [rhyme_task, echo_feedback, best_sibling]\ntask: {name: rhyme}\n"
+                      "external: {mode: echo_score}\nalgorithm: {name: best_sibling}\n"
                       "magrpo: {num_agents: 1, num_turns: 2, num_generations: 2}\n")
     args = ["--config", str(config), *[a for a in TINY if not a.startswith("external.mode=")], "training.steps=1",
             f"training.output_dir={run}"]
@@ -103,6 +104,9 @@ def test_plugin_task_and_mode_train_one_step_from_the_config(tmp_path: Path) -> 
     lines = metrics(run)
     assert [r["step"] for r in lines] == [0, 1]
     assert lines[1]["nodes"] == 3 and lines[1]["joint_actions"] == 6  # 1 + G=2 nodes; G + G*G scored
+    # the plug-in algorithm trained on the best sibling of each group with a spread (or logged none)
+    assert lines[1]["samples"] == lines[1]["adv_groups"] - lines[1]["adv_groups_skipped"]
+    assert "best/nll_per_token" in lines[1]
     trees = [json.loads(x) for x in (run / "trees.jsonl").read_text().splitlines()]
     turn2 = [t for t in trees if t["turn"] == 2]
     assert len(turn2) == 2

@@ -106,3 +106,51 @@ def test_dpo_update_raises_the_preferred_sibling_against_the_reference(dpo_comp)
     assert out.metrics["dpo/margin"] > 0.1 and out.metrics["dpo/accuracy"] == 1.0
     assert after1 == pytest.approx(before1, abs=1e-6)
     assert all(torch.equal(adapter1[n], p) for n, p in _adapter(comp, 1).items())
+
+
+def _critic_comp(tmp_path_factory, algo: str):
+    out = tmp_path_factory.mktemp(f"direction_{algo}")
+    cfg = load_config(ROOT / "configs/align_T2_G4.yaml", [
+        "model.name=tiny-random", "training.torch_threads=1", "external.mode=plain", "rollout.engine=hf",
+        f"algorithm.name={algo}", "magrpo.learning_rate=1e-2", "magrpo.max_grad_norm=1000",
+        "magrpo.num_generations=2", "magrpo.advantage.scale=none", "algorithm.critic.learning_rate=3e-3",
+        f"training.output_dir={out}",
+    ])
+    return trainer.build(cfg)
+
+
+@pytest.mark.parametrize("algo", ["iac", "maac"])
+def test_actor_critic_update_follows_the_critics_advantage_and_fits_the_targets(tmp_path_factory, algo):
+    comp = _critic_comp(tmp_path_factory, algo)
+    good, bad = "def add(a, b):\n    return a + b\n", "print('hello world')\n"
+    s0 = [_sample(comp, 0, good), _sample(comp, 0, bad)]
+    s1 = [_sample(comp, 1, good), _sample(comp, 1, bad)]
+    before0, before1 = _logp(comp, s0), _logp(comp, s1)
+    mse = []
+    for _ in range(4):  # the same node each time: fixed targets [1, 0] for both agents
+        node = Node(id="r0", turn=1, root=0, messages=[[], []], completions=[s0, s1], joint=[(0, 0), (1, 1)],
+                    rewards=[1.0, 0.0], returns=[1.0, 0.0])
+        out = train_on_trees(comp, [node])
+        mse.append(out.metrics["value/mse"] / out.metrics["value/mse/n"])
+    # the heads start at 0: squared error 0.5 per sample; the best constant value 0.5 leaves 0.25
+    assert mse[0] == pytest.approx(0.5) and min(mse[1:]) < 0.4, mse
+    after0, after1 = _logp(comp, s0), _logp(comp, s1)
+    for before, after in ((before0, after0), (before1, after1)):
+        assert after[0] - after[1] > before[0] - before[1] + 0.1, (before, after)  # target 1 over target 0
+
+
+def test_value_heads_are_saved_and_loaded_with_the_agents(tmp_path_factory, tmp_path):
+    comp = _critic_comp(tmp_path_factory, "iac")
+    heads = comp.policies.module.value_heads
+    with torch.no_grad():
+        heads[0].weight.fill_(0.5)
+        heads[1].bias.fill_(-2.0)
+    comp.policies.save(tmp_path / "w")
+    with torch.no_grad():
+        for p in heads.parameters():
+            p.zero_()
+    comp.policies.load(tmp_path / "w")
+    assert float(heads[0].weight.min()) == 0.5 and float(heads[1].bias[0]) == -2.0
+    (tmp_path / "w" / "value_heads.pt").unlink()
+    with pytest.raises(ValueError, match="no value heads"):
+        comp.policies.load(tmp_path / "w")
