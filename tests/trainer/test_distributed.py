@@ -28,20 +28,32 @@ def _check_world_of_two(run):
     assert_trained(run)  # both ranks' samples gave gradients; the synced adapters moved
 
 
-def test_ddp_two_processes(tmp_path, tiny_model):
+# every algorithm family under both launchers, with its own metrics reduced over the ranks
+ALGORITHM_METRIC = {"magrpo": "adv_groups", "madpo": "dpo/accuracy", "iac": "value/explained_variance",
+                    "maac": "value/mse"}
+
+
+@pytest.mark.parametrize("algo", ["magrpo", "madpo"])
+def test_ddp_two_processes(tmp_path, tiny_model, algo):
     run = tmp_path / "ddp"
-    res = train([*ARGS, f"training.output_dir={run}"], launcher=DDP, extra_env={"ACCELERATE_USE_CPU": "true"})
+    res = train([*ARGS, f"algorithm.name={algo}", f"training.output_dir={run}"], launcher=DDP,
+                extra_env={"ACCELERATE_USE_CPU": "true"})
     assert res.returncode == 0, res.stderr[-4000:]
     _check_world_of_two(run)
+    assert all(ALGORITHM_METRIC[algo] in r for r in metrics(run)[1:])
 
 
-def test_deepspeed_zero2_two_processes(tmp_path, tiny_model):
+@pytest.mark.parametrize("algo", ["magrpo", "maac"])
+def test_deepspeed_zero2_two_processes(tmp_path, tiny_model, algo):
     run = tmp_path / "zero2"
-    res = train([*ARGS, f"training.output_dir={run}"], launcher=ZERO2, timeout=1500,
+    res = train([*ARGS, f"algorithm.name={algo}", f"training.output_dir={run}"], launcher=ZERO2, timeout=1500,
                 extra_env={"DS_ACCELERATOR": "cpu"})
     assert res.returncode == 0, res.stderr[-4000:]
     _check_world_of_two(run)
+    assert all(ALGORITHM_METRIC[algo] in r for r in metrics(run)[1:])
     assert (run / "checkpoints" / "step-2" / "deepspeed").is_dir()
+    if algo == "maac":  # the critic's heads travel with the agents' weights
+        assert (run / "checkpoints" / "step-2" / "weights" / "value_heads.pt").is_file()
 
 
 def test_refuses_a_world_accelerate_does_not_see(tmp_path, tiny_model):
