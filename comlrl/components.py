@@ -39,6 +39,7 @@ class Components:
     feedback: Any
     train: list
     eval: list
+    offline_pairs: list = field(default_factory=list)  # algorithm.dpo.offline_pairs: DPO on these, no rollout
     counters: dict[str, float] = field(default_factory=dict)
     # what the run is doing now ("rollout turn 1/2: generating", "update"): the trainer shows it
     phase: Callable[[str], None] = field(default=lambda text: None)
@@ -73,6 +74,7 @@ def build(cfg: RunConfig, for_training: bool = True, log_with: list[Any] | None 
     from comlrl.engines import build_engine
     from comlrl.feedback_bridge import FeedbackBridge
     from comlrl.policy import AgentPolicies
+    from comlrl.preference_file import read_pairs
     from comlrl.registry import ALGORITHMS
     from comlrl.tasks import build_task
     from sandbox.executor import Sandbox
@@ -108,8 +110,9 @@ def build(cfg: RunConfig, for_training: bool = True, log_with: list[Any] | None 
             if ds.get("train_micro_batch_size_per_gpu", "auto") == "auto":
                 ds["train_micro_batch_size_per_gpu"] = 1
         model, optimizer = acc.prepare(policies.module, optimizer)
+    offline = read_pairs(cfg.algorithm.dpo.offline_pairs, cfg.magrpo.num_agents) if cfg.algorithm.dpo.offline_pairs else []
     return Components(cfg, acc, task, sandbox, policies, engine, algorithm, model, optimizer, scheduler, feedback,
-                      train, evalset)
+                      train, evalset, offline_pairs=offline)
 
 
 def param_groups(cfg: RunConfig, policies: Any) -> list[dict[str, Any]]:

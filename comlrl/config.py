@@ -70,6 +70,7 @@ class DpoConfig:
     pairs: str = "reward_gap"  # reward_gap (largest value gaps first) | all | random
     pairs_per_node: int | None = 2  # per node and agent; null = every pair that passes min_gap
     min_gap: float = 1e-6  # value gap (raw reward units) a pair needs
+    offline_pairs: str | None = None  # a pairs JSONL (scripts/export.py --pairs): train on it, no rollout
 
 
 @dataclass

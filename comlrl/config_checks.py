@@ -137,6 +137,10 @@ def _validate_algorithm(cfg: RunConfig) -> None:
     require(d.pairs_per_node is None or d.pairs_per_node >= 1, "algorithm.dpo.pairs_per_node", d.pairs_per_node,
             "an integer >= 1 or null (every pair)")
     require(d.min_gap > 0, "algorithm.dpo.min_gap", d.min_gap, "a number > 0 (equal values carry no preference)")
+    require(d.offline_pairs is None or a.name == "madpo", "algorithm.dpo.offline_pairs", d.offline_pairs,
+            "null unless algorithm.name=madpo (offline DPO)")
+    require(d.offline_pairs is None or Path(d.offline_pairs).is_file(), "algorithm.dpo.offline_pairs",
+            d.offline_pairs, "an existing pairs file (scripts/export.py --pairs)")
     c = a.critic
     require(c.value_coef >= 0, "algorithm.critic.value_coef", c.value_coef, "a number >= 0")
     require(c.learning_rate is None or c.learning_rate > 0, "algorithm.critic.learning_rate", c.learning_rate,

@@ -22,6 +22,7 @@ from comlrl.console import plural, quiet_console
 from comlrl.contracts import Problem
 from comlrl.distributed import WorldSizeError, sum_over_ranks
 from comlrl.evaluation import Evaluator
+from comlrl.advantages import AdvantageStats
 from comlrl.metrics import StepSums, leaves, mean_root_returns, turn_sums
 from comlrl.problem_draw import step_problems
 from comlrl.rollout import Rollout, TreeShape
@@ -51,6 +52,8 @@ def training_step(comp: Components, step: int, start_rewards: dict[str, float] |
     """One training step: expand `trees_per_step` trees per rank, back up returns, one optimizer step by
     the run's algorithm (`comlrl.algorithms`). With `start_rewards` (the untrained policy's sampled turn-1 reward per probe
     problem, `Evaluator.start_rewards`), `reward_vs_start` compares the step's turn-1 reward with it."""
+    if comp.offline_pairs:
+        return offline_step(comp, step), []
     m, t0 = comp.cfg.magrpo, time.perf_counter()
     problems = _step_problems(comp, step)
     rollout = comp.rollout(problems, label=f"step {step + 1}")
@@ -67,6 +70,32 @@ def training_step(comp: Components, step: int, start_rewards: dict[str, float] |
     sums = _step_sums(comp, roots, problems, rollout, update, start_rewards or {})
     metrics = _step_metrics(comp, step, sums, update, t_rollout, t_update, t0)
     return metrics, node_records(roots, step + 1, f"s{step + 1}r{comp.accelerator.process_index}t", m.num_agents)
+
+
+def offline_step(comp: Components, step: int) -> dict[str, float]:
+    """A DPO step on written pairs (algorithm.dpo.offline_pairs) instead of a rollout: this rank's share of
+    the step's slice of the file (`comlrl.preference_file.step_slice`: the run makes one pass over it)."""
+    from comlrl.algorithms import Unit
+    from comlrl.preference_file import step_slice
+    from comlrl.update import train_units
+
+    t0, acc, pairs = time.perf_counter(), comp.accelerator, comp.offline_pairs
+    picked = step_slice(len(pairs), comp.cfg.training.steps, step, comp.cfg.training.seed)[acc.process_index::acc.num_processes]
+    pol = comp.policies
+    units = [Unit((pol.sample_of(p.agent, p.prompt, p.chosen), pol.sample_of(p.agent, p.prompt, p.rejected)))
+             for p in (pairs[i] for i in picked)]
+    spare = units[0].samples[0] if units else pol.sample_of(pairs[0].agent, pairs[0].prompt, pairs[0].chosen)
+    update = train_units(comp, units, AdvantageStats(groups=len(units)), spare)
+    names = sorted(update.metrics)
+    total = sum_over_ranks(acc, [float(len(units)), update.samples, update.loss, *(update.metrics[n] for n in names)])
+    summed = dict(zip(names, total[3:], strict=True))
+    metrics: dict[str, float] = {"step": step + 1, "pairs": int(total[0]), "samples": int(total[1]),
+                                 "loss": total[2] / acc.num_processes, "grad_norm": update.grad_norm,
+                                 "weights_rank_spread": update.weights_rank_spread, "lr": update.lr}
+    metrics.update({n: v / summed[f"{n}/n"] if summed[f"{n}/n"] else float("nan")
+                    for n, v in summed.items() if not n.endswith("/n")})
+    metrics["update_seconds"] = metrics["step_seconds"] = time.perf_counter() - t0
+    return metrics
 
 
 def _step_problems(comp: Components, step: int) -> list:
@@ -176,6 +205,8 @@ def progress_numbers(metrics: dict[str, float], num_turns: int, headline: tuple[
                      ) -> dict[str, str]:
     """The progress bar's numbers: the step just finished (not a running average); `headline` is the task's
     (label, outcome) to show beside the reward (`Task.headline_outcome`)."""
+    if "reward_mean" not in metrics:  # an offline DPO step: no rollout
+        return {"loss": f"{metrics['loss']:.3f}", "s_step": f"{metrics['step_seconds']:.0f}"}
     out = {"reward": f"{metrics['reward_mean']:.2f}",
            "pass": f"{metrics.get(f'turn_{num_turns}/pass_rate', float('nan')):.2f}"}
     if headline is not None and headline[1] in metrics:

@@ -56,16 +56,23 @@ def micro_batches(units: list[Unit], size: int) -> list[list[Unit]]:
 
 def train_on_trees(comp: Components, roots: list[Node]) -> UpdateStats:
     """Turn the trees into one optimizer step (all agents at once), by the run's algorithm."""
+    algo = comp.algorithm
+    units, groups = algo.units(roots, comp.cfg, (lambda nodes: state_values(comp, nodes)) if algo.critic else None)
+    return train_units(comp, units, groups, spare=_any_sample(roots))
+
+
+def train_units(comp: Components, units: list[Unit], groups: AdvantageStats, spare: Any) -> UpdateStats:
+    """One optimizer step on the algorithm's units; `spare` is a sample the zero-weight micro-batches of a
+    rank without units run on (every rank runs the same number)."""
     cfg, acc, policies, model = comp.cfg, comp.accelerator, comp.policies, comp.model
     algo, lc = comp.algorithm, cfg.magrpo.loss
-    units, groups = algo.units(roots, cfg, (lambda nodes: state_values(comp, nodes)) if algo.critic else None)
     samples = [s for u in units for s in u.samples]
     lengths = [max(1, len(s.completion_ids)) for s in samples]
     step = StepSize(tokens=float(max(1, sum(lengths))), sequences=float(max(1, len(samples))),
                     units=float(max(1, len(units))), policy=step_normaliser(lengths, lc.aggregation))
     micro = micro_batches(units, lc.micro_batch_size)
     n_micro = max_over_ranks(acc, max(1, len(micro)))
-    dummy = [Unit((samples[0] if samples else _dummy_sample(roots),))]
+    dummy = [Unit((samples[0] if samples else spare,))]
     trainable = [p for p in policies.trainable_parameters()]
     deepspeed = uses_deepspeed(acc)
     zero3 = deepspeed and acc.state.deepspeed_plugin.zero_stage == 3
@@ -184,10 +191,10 @@ def _weights_spread(acc: Any, params: list[torch.Tensor]) -> float:
     return float(every.max() - every.min())
 
 
-def _dummy_sample(roots: list[Node]) -> Any:
+def _any_sample(roots: list[Node]) -> Any:
     for root in roots:
         for node in root.walk():
             for row in node.completions:
                 if row:
                     return row[0]
-    raise RuntimeError("no completion to run a zero-weight micro-batch on")
+    return None  # no completion at all: only needed (and then an error) where a rank has no unit either

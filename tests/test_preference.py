@@ -77,3 +77,62 @@ def test_tree_pairs_walk_children_and_skip_tied_nodes():
                 returns=[2.0, 0.0], children={0: child})
     pairs = tree_pairs([root], 1, 2, "all", None, 1e-6)
     assert [(p.node.id, p.winner, p.loser) for p in pairs] == [("r", 0, 1)]
+
+
+# ---- pairs from a file (comlrl.preference_file): offline DPO on `scripts/export.py --pairs` records -------------
+
+def _line(**over):
+    import json
+
+    rec = {"prompt": [{"role": "user", "content": "Write f."}], "chosen": [{"role": "assistant", "content": "good"}],
+           "rejected": [{"role": "assistant", "content": "bad"}], "meta": {"agent": 1}}
+    rec.update(over)
+    return json.dumps(rec)
+
+
+def test_a_pair_record_reads_the_exported_format():
+    from comlrl.preference_file import parse_pair
+
+    p = parse_pair(_line(), "f:1", 2)
+    assert (p.agent, p.prompt, p.chosen, p.rejected) == (1, [{"role": "user", "content": "Write f."}], "good", "bad")
+    assert parse_pair(_line(chosen="plain", meta={}), "f:1", 2).agent == 0  # no meta.agent: agent 0
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ("{", "f:3: not JSON"),
+    ("[1]", "f:3: a record must be a JSON object"),
+    (_line(prompt=[]), "f:3: 'prompt' must be a non-empty list"),
+    (_line(meta={"agent": 2}), "f:3: meta.agent=2 is not an agent of this run (0..1)"),
+    (_line(rejected=[{"role": "assistant"}]), "f:3: 'rejected' must be a string or a list of messages"),
+])
+def test_a_bad_record_is_one_line_naming_the_key_file_line_and_field(line, message):
+    from comlrl.errors import ConfigError
+    from comlrl.preference_file import parse_pair
+
+    with pytest.raises(ConfigError) as err:
+        parse_pair(line, "f:3", 2)
+    assert str(err.value).startswith(f"config error: algorithm.dpo.offline_pairs: {message}")
+    assert "\n" not in str(err.value)
+
+
+def test_read_pairs_refuses_missing_and_empty_files(tmp_path):
+    from comlrl.errors import ConfigError
+    from comlrl.preference_file import read_pairs
+
+    with pytest.raises(ConfigError, match="does not exist"):
+        read_pairs(tmp_path / "none.jsonl", 2)
+    (tmp_path / "empty.jsonl").write_text("\n")
+    with pytest.raises(ConfigError, match="holds no pairs"):
+        read_pairs(tmp_path / "empty.jsonl", 2)
+    (tmp_path / "two.jsonl").write_text(_line() + "\n\n" + _line(chosen="x") + "\n")
+    assert [p.chosen for p in read_pairs(tmp_path / "two.jsonl", 2)] == ["good", "x"]
+
+
+@pytest.mark.parametrize(("count", "steps"), [(10, 3), (7, 7), (5, 8), (100, 6)])
+def test_the_steps_make_one_seeded_pass_over_the_pairs(count, steps):
+    from comlrl.preference_file import step_slice
+
+    parts = [step_slice(count, steps, s, seed=3) for s in range(steps)]
+    assert sorted(i for part in parts for i in part) == list(range(count))  # each pair exactly once
+    assert max(map(len, parts)) - min(map(len, parts)) <= 1
+    assert parts == [step_slice(count, steps, s, seed=3) for s in range(steps)]

@@ -129,6 +129,14 @@ class AgentPolicies:
             results[r].append(self.make_sample(agent, requests[r][1], prompts[r], comp, stops))
         return results
 
+    def sample_of(self, agent: int, messages: Messages, text: str) -> Sample:
+        """A finished Sample of `text` as agent `agent`'s answer to `messages` (a written answer, e.g. an
+        exported preference pair, rather than one sampled here): its tokens, then EOS."""
+        prompt = self.prompt_ids(agent, messages)
+        tok = self.tokenizers[agent]
+        ids = list(tok(text, add_special_tokens=False)["input_ids"])[: self.cfg.max_new_tokens - 1]
+        return Sample(agent, tuple(prompt[0]), (*ids, self.eos_ids[agent][0]), text, True, prompt[1])
+
     def make_sample(self, agent: int, messages: Messages, prompt: tuple[list[int], bool], generated: list[int],
                     stops: Sequence[str], logprobs: Sequence[float] | None = None) -> Sample:
         """A Sample from an engine's raw output: cut after EOS or the token completing a stop string (what

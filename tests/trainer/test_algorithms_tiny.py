@@ -54,3 +54,27 @@ def test_iac_with_one_sample_per_node_trains_in_a_tree_and_resumes_its_critic(tm
     resumed = metrics(run)[-1]
     # the heads came back from the checkpoint: fresh (zero) heads would value every state at exactly 0
     assert resumed["step"] == 3 and resumed["value/mean"] != 0.0
+
+
+def test_madpo_trains_offline_on_exported_pairs_and_refuses_a_bad_file(tmp_path, tiny_model):
+    import json
+
+    pairs = tmp_path / "pairs.jsonl"
+    rows = [{"prompt": [{"role": "user", "content": f"Write f{i}(x)."}],
+             "chosen": [{"role": "assistant", "content": f"def f{i}(x):\n    return x + {i}\n"}],
+             "rejected": [{"role": "assistant", "content": "print('no')"}], "meta": {"agent": i % 2}}
+            for i in range(6)]
+    pairs.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run = tmp_path / "offline"
+    res = train(["--config", "configs/madpo_T1_G8.yaml", *SMALL, "training.steps=3",
+                 f"algorithm.dpo.offline_pairs={pairs}", f"training.output_dir={run}"])
+    assert res.returncode == 0, res.stderr[-4000:]
+    steps = [r for r in metrics(run) if r["step"] > 0]
+    assert [r["pairs"] for r in steps] == [2, 2, 2] and [r["samples"] for r in steps] == [4, 4, 4]  # one pass
+    assert steps[0]["dpo/loss"] == pytest.approx(math.log(2.0)) and steps[-1]["dpo/margin"] > 0
+    assert all(r["grad_norm"] > 0 for r in steps) and "reward_mean" not in steps[0]  # no rollout
+    pairs.write_text(json.dumps(rows[0]) + "\n" + '{"prompt": []}\n')
+    bad = train(["--config", "configs/madpo_T1_G8.yaml", *SMALL, f"algorithm.dpo.offline_pairs={pairs}",
+                 f"training.output_dir={tmp_path / 'bad'}"])
+    assert bad.returncode != 0
+    assert f"config error: algorithm.dpo.offline_pairs: {pairs}:2: 'prompt' must be a non-empty list" in bad.stderr
