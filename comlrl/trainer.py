@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from accelerate.utils import gather_object
 
+from comlrl.advantages import AdvantageStats
 from comlrl.checkpoint import checkpoint_step, latest_checkpoint, load_checkpoint, save_checkpoint
 from comlrl.components import Components, build
 from comlrl.config import ConfigError, RunConfig
@@ -22,7 +23,6 @@ from comlrl.console import plural, quiet_console
 from comlrl.contracts import Problem
 from comlrl.distributed import WorldSizeError, sum_over_ranks
 from comlrl.evaluation import Evaluator
-from comlrl.advantages import AdvantageStats
 from comlrl.metrics import StepSums, leaves, mean_root_returns, turn_sums
 from comlrl.problem_draw import step_problems
 from comlrl.rollout import Rollout, TreeShape
