@@ -225,7 +225,7 @@ def test_the_shipped_config_loads() -> None:
     assert (cfg.task.name, cfg.dataset.name, cfg.dataset.eval_size, cfg.dataset.max_problems) == ("code_coop", "coop",
                                                                                                   48, None)
     m = cfg.magrpo
-    assert (m.num_agents, m.num_turns, m.num_generations, m.joint_mode, m.learning_rate) == (2, 1, 8, "align", 1e-3)
+    assert (m.num_agents, m.num_turns, m.num_generations, m.joint_mode, m.learning_rate) == (2, 1, 8, "align", 1.5e-3)
     assert (cfg.model.name, cfg.agents.mode, cfg.rollout.engine) == ("smollm2-135m-instruct", "lora", "vllm")
     t = cfg.training
     assert (t.steps, t.trees_per_step, t.output_dir) == (12, 4, "runs/coop_T1_G8")
