@@ -14,9 +14,10 @@ pytestmark = pytest.mark.slow
 SMALL = [*TINY, "training.trees_per_step=1", "magrpo.num_generations=4", "evaluation.samples=0", "dataset.name=easy"]
 
 
-def test_madpo_config_trains_and_logs_its_pairs(tmp_path, tiny_model):
+def test_madpo_config_trains_on_vllm_rollouts_with_a_kl_term_and_logs_its_pairs(tmp_path, tiny_model):
     run = tmp_path / "madpo"
-    res = train(["--config", "configs/madpo_T1_G8.yaml", *SMALL, "training.steps=1", f"training.output_dir={run}"])
+    res = train(["--config", "configs/madpo_T1_G8.yaml", *SMALL, "training.steps=1", "rollout.engine=vllm",
+                 "magrpo.loss.kl_coef=0.05", f"training.output_dir={run}"])
     assert res.returncode == 0, res.stderr[-4000:]
     assert_trained(run)
     [step] = [r for r in metrics(run) if r["step"] > 0]
@@ -25,9 +26,10 @@ def test_madpo_config_trains_and_logs_its_pairs(tmp_path, tiny_model):
     assert step["dpo/margin"] == pytest.approx(0.0, abs=1e-5) and step["dpo/loss"] == pytest.approx(math.log(2.0))
 
 
-def test_maac_config_trains_and_logs_its_critic(tmp_path, tiny_model):
+def test_maac_config_trains_with_a_kl_term_and_logs_its_critic(tmp_path, tiny_model):
     run = tmp_path / "maac"
-    res = train(["--config", "configs/maac_T1_G8.yaml", *SMALL, "training.steps=1", f"training.output_dir={run}"])
+    res = train(["--config", "configs/maac_T1_G8.yaml", *SMALL, "training.steps=1", "magrpo.loss.kl_coef=0.05",
+                 f"training.output_dir={run}"])
     assert res.returncode == 0, res.stderr[-4000:]
     assert_trained(run)
     [step] = [r for r in metrics(run) if r["step"] > 0]

@@ -108,9 +108,9 @@ def test_dpo_update_raises_the_preferred_sibling_against_the_reference(dpo_comp)
     assert all(torch.equal(adapter1[n], p) for n, p in _adapter(comp, 1).items())
 
 
-def _critic_comp(tmp_path_factory, algo: str):
+def _critic_comp(tmp_path_factory, algo: str, mode: str = "lora"):
     out = tmp_path_factory.mktemp(f"direction_{algo}")
-    cfg = load_config(ROOT / "configs/align_T2_G4.yaml", [
+    cfg = load_config(ROOT / "configs/align_T2_G4.yaml", [f"agents.mode={mode}",
         "model.name=tiny-random", "training.torch_threads=1", "external.mode=plain", "rollout.engine=hf",
         f"algorithm.name={algo}", "magrpo.learning_rate=1e-2", "magrpo.max_grad_norm=1000",
         "magrpo.num_generations=2", "magrpo.advantage.scale=none", "algorithm.critic.learning_rate=3e-3",
@@ -119,9 +119,9 @@ def _critic_comp(tmp_path_factory, algo: str):
     return trainer.build(cfg)
 
 
-@pytest.mark.parametrize("algo", ["iac", "maac"])
-def test_actor_critic_update_follows_the_critics_advantage_and_fits_the_targets(tmp_path_factory, algo):
-    comp = _critic_comp(tmp_path_factory, algo)
+@pytest.mark.parametrize(("algo", "mode"), [("iac", "lora"), ("maac", "lora"), ("iac", "full")])
+def test_actor_critic_update_follows_the_critics_advantage_and_fits_the_targets(tmp_path_factory, algo, mode):
+    comp = _critic_comp(tmp_path_factory, algo, mode)
     good, bad = "def add(a, b):\n    return a + b\n", "print('hello world')\n"
     s0 = [_sample(comp, 0, good), _sample(comp, 0, bad)]
     s1 = [_sample(comp, 1, good), _sample(comp, 1, bad)]
