@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from comlrl import role_sections
 from comlrl.tree import Node
 
 Messages = list[dict[str, str]]
@@ -117,6 +118,10 @@ class Task(ABC):
     headline_outcome: tuple[str, str] | None = None  # (label, outcome name) the progress bar shows per step
     reward_terms: Any = None  # comlrl.reward_funcs.RewardTerms of task.reward_funcs (set by build_task)
     options_type: type | None = None  # the dataclass of its options, `task.<name>.*` (None: it has none)
+    # one policy may write every role's part in one completion (algorithm.name=centralized): True where the
+    # parts only meet in the score, the prompts and the feedback; False where each agent acts on an
+    # environment through its own turns (its transition reads its own messages or state)
+    centralizable: bool = False
 
     @classmethod
     def validate_options(cls, options: Any) -> None:
@@ -175,6 +180,12 @@ class Task(ABC):
     def revise_instructions(self, agent: int) -> str:
         """The role text of the prompts after turn 1, where an agent also sees its teammates' code."""
         return self.role_instructions(agent)
+
+    def split_roles(self, text: str) -> list[str]:
+        """One part per role of a completion that holds every role's answer in tagged sections
+        (`<agent_0>...</agent_0>`, comlrl/role_sections.py): how a centralized policy's one completion is
+        scored and fed back per role. Never raises; a role without its section gets ""."""
+        return role_sections.split_roles(text, self.num_agents)
 
     def answer_prefix(self, agent: int, problem: Any) -> str:
         """How agent `agent`'s answer must start in every turn ("" = free). The model continues it, so

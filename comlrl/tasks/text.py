@@ -110,6 +110,7 @@ class TextTask(Task):
     reward_range = (0.0, 0.0)  # the task adds nothing; the reward functions' terms are open-ended
 
     options_type = TextTaskConfig  # task.text.*
+    centralizable = True  # the answers only meet in the reward functions and the next turn's prompt
 
     def __init__(self, text_cfg: TextTaskConfig) -> None:
         self.cfg = text_cfg

@@ -110,6 +110,7 @@ class ActionsTask(Task):
     role_names = ROLE_NAMES
     stop_strings = prompts.STOP_STRINGS  # generation ends with the answer's ```json block
     head_messages = prompts.HEAD_MESSAGES  # a history cut keeps the system prompt, demonstration and task
+    centralizable = False  # each agent acts on the workspace in its own turn and sees its own observations
 
     def __init__(self, sandbox: Any = None, options: ActionsTaskConfig | None = None, *, judge: Judge | None = None,
                  registry: ActionRegistry | None = None, root: str | None = None) -> None:

@@ -33,6 +33,7 @@ class CodeCollabTask(CodeTask):
     role_names = ["helper", "main"]
     outcome_names = ("helper_called", "helper_used", "passed_with_helper")
     headline_outcome = ("helper", "helper_called")
+    centralizable = True  # the two parts only meet in the sandbox run and the prompts (code_coop too)
 
     def role_instructions(self, agent: int) -> str:
         if agent == 0:

@@ -43,6 +43,7 @@ class ToolAgentTask(Task):
     role_names = ["coder"]
     stop_strings: tuple[str, ...] = STOP_SEQUENCES  # generation stops after a call (or a fake response)
     options_type = ToolAgentConfig
+    centralizable = False  # one agent, whose next turn continues its own chat with the tool's response
 
     def __init__(self, sandbox: Any = None, cfg: ToolAgentConfig | None = None) -> None:
         self.cfg = cfg if cfg is not None else ToolAgentConfig()
