@@ -8,6 +8,8 @@ to it). The math lives in the pure modules: advantages (`comlrl.advantages`), pr
 (`comlrl.preference`), value targets (`comlrl.critic`) and the losses (`comlrl.loss`).
 
 - `magrpo`: each sibling group's completions weighted by their group-relative advantage (policy gradient).
+- `centralized`: MAGRPO for one policy that writes every role's part in one completion; the task splits
+  it into the roles' parts for scoring and feedback (`comlrl.tasks.centralized`).
 - `madpo`: pairs of sibling completions ranked by value, DPO per agent against the reference policy
   (the base with adapters off).
 - `iac`: actor-critic, a value head per agent on its own view of the state; `maac`: one critic of the
@@ -87,7 +89,8 @@ class Algorithm:
     declared in `metrics`, so every rank reports the same ones); `derived(means)` adds metrics computed
     from the step's means. `needs_reference`: the loss reads the reference policy's log-probs;
     `on_policy`: PPO clipping and importance weights against the rollout engine apply (a preference loss
-    has no ratio); `critic`: the agents carry value heads (`AgentsModule.attach_value_heads`)."""
+    has no ratio); `critic`: the agents carry value heads (`AgentsModule.attach_value_heads`);
+    `centralized`: the task's roles are written by one policy in one completion and split for scoring."""
 
     units: Callable[[Sequence[Node], RunConfig, StateValues | None], tuple[list[Unit], AdvantageStats]]
     loss: Callable[[MicroBatch], tuple[torch.Tensor, MetricSums]]
@@ -96,6 +99,7 @@ class Algorithm:
     needs_reference: bool = False
     on_policy: bool = True
     critic: bool = False
+    centralized: bool = False  # one policy writes every role's part (comlrl/tasks/centralized.py)
     min_generations: int = 2  # siblings per group the signal needs
 
 
@@ -248,6 +252,7 @@ CRITIC_METRICS = ("value/mse", "value/mean", "value/target_mean", "value/target_
 # the one table of algorithms (`comlrl.registry.register_algorithm` adds to it), in the config's order
 ALGORITHMS: dict[str, Algorithm] = {
     "magrpo": Algorithm(_advantage_units, _policy_gradient_loss),
+    "centralized": Algorithm(_advantage_units, _policy_gradient_loss, centralized=True),
     "madpo": Algorithm(_pair_units, _dpo_loss, needs_reference=True, on_policy=False,
                        metrics=("dpo/accuracy", "dpo/margin", "dpo/chosen_reward", "dpo/rejected_reward", "dpo/loss")),
     "iac": Algorithm(_critic_units(joint=False), _actor_critic_loss(joint=False), metrics=CRITIC_METRICS,

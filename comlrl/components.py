@@ -84,7 +84,12 @@ def build(cfg: RunConfig, for_training: bool = True, log_with: list[Any] | None 
     random.seed(cfg.training.seed)
     torch.manual_seed(cfg.training.seed)
     sandbox = Sandbox.of(cfg.sandbox, workers=max(1, (os.cpu_count() or 1) // acc.num_processes))
+    algorithm = ALGORITHMS.get(cfg.algorithm.name)
     task = build_task(cfg.task, sandbox)
+    if algorithm.centralized:  # one policy writes every role's part; the task splits its completion
+        from comlrl.tasks.centralized import centralize
+
+        task = centralize(task, cfg.task.name)
     # reward functions declare no range: with them any threshold may be reached
     validate_threshold(cfg, (-math.inf, math.inf) if task.reward_terms else task.reward_range)
     train, evalset = task.load(cfg.dataset)
@@ -94,7 +99,6 @@ def build(cfg: RunConfig, for_training: bool = True, log_with: list[Any] | None 
     # tool agents stop after </tool_call> so nothing the model writes past it is trained on
     policies = AgentPolicies(cfg.model, cfg.agents, cfg.magrpo.num_agents,
                              stop_strings=task.stop_strings, head_messages=task.head_messages)
-    algorithm = ALGORITHMS.get(cfg.algorithm.name)
     if algorithm.critic:
         policies.module.attach_value_heads()
     engine = build_engine(cfg.rollout.engine, policies, cfg.rollout.vllm, cfg.training.seed)

@@ -83,7 +83,12 @@ def validate(cfg: RunConfig) -> None:
     validate_specs(cfg.task.reward_funcs, cfg.task.reward_weights)
     if cfg.task.options() is not None:  # before the agent count: task.text.roles gives the text task's
         task_type.validate_options(cfg.task.options())
-    _validate_magrpo(cfg, agents=task_type.agents_for(cfg.task))
+    roles = task_type.agents_for(cfg.task)
+    if ALGORITHMS.get(cfg.algorithm.name).centralized:  # one policy writes every role's part
+        require(task_type.centralizable and roles >= 2, "algorithm.name", cfg.algorithm.name,
+                f"a task whose agents write parts of one answer (code_collab, code_coop, text with 2+ roles), "
+                f"not task.name={cfg.task.name}")
+    _validate_magrpo(cfg, agents=1 if ALGORITHMS.get(cfg.algorithm.name).centralized else roles)
     _validate_algorithm(cfg)
     normalize_slice(cfg.external.sandbox_slice)
     _validate_model(cfg)
@@ -113,7 +118,9 @@ def _validate_magrpo(cfg: RunConfig, agents: int) -> None:
     for key, name, needs in (("magrpo.advantage.baseline", m.advantage.baseline, ESTIMATORS.get(m.advantage.baseline).needs),
                              ("magrpo.loss.aggregation", loss.aggregation, LOSSES.get(loss.aggregation).needs)):
         require(not needs, key, name, f"one whose inputs this trainer provides ({name} needs {', '.join(needs)})")
-    require(m.num_agents == agents, "magrpo.num_agents", m.num_agents, f"{agents} for task.name={cfg.task.name}")
+    require(m.num_agents == agents, "magrpo.num_agents", m.num_agents, f"{agents} for task.name={cfg.task.name}"
+            + (f" with algorithm.name={cfg.algorithm.name} (one policy writes every role)" if agents == 1 and
+               ALGORITHMS.get(cfg.algorithm.name).centralized else ""))
     if JOINT_MODE_ALIASES.get(m.joint_mode, m.joint_mode) == "cross":
         per_node = m.num_generations ** m.num_agents
         require(per_node <= 4096, "magrpo.num_generations", m.num_generations,

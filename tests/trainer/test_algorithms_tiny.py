@@ -80,3 +80,23 @@ def test_madpo_trains_offline_on_exported_pairs_and_refuses_a_bad_file(tmp_path,
                  f"training.output_dir={tmp_path / 'bad'}"])
     assert bad.returncode != 0
     assert f"config error: algorithm.dpo.offline_pairs: {pairs}:2: 'prompt' must be a non-empty list" in bad.stderr
+
+
+def test_centralized_config_trains_one_policy_whose_completion_is_split_into_roles(tmp_path, tiny_model):
+    import json
+
+    run = tmp_path / "centralized"
+    res = train(["--config", "configs/centralized_T1_G8.yaml", *SMALL, "training.steps=1", "magrpo.num_turns=2",
+                 f"training.output_dir={run}"])
+    assert res.returncode == 0, res.stderr[-4000:]
+    # the random model never closes a section, so every role's part is "" and the team scores what two empty
+    # answers score (0.5): the wiring is what this checks; the update's direction is checked in
+    # tests/trainer/test_update_direction.py on written sections
+    [step] = [r for r in metrics(run) if r["step"] > 0]
+    assert step["reward_mean"] == 0.5 and step["nodes"] == 5 and step["joint_actions"] == 20
+    trees = [json.loads(x) for x in (run / "trees.jsonl").read_text().splitlines()]
+    root = next(t for t in trees if t["parent"] is None)
+    assert len(root["prompts"]) == 1 and len(root["completions"]) == 1  # one policy, one chat per node
+    chat = json.dumps(root["prompts"][0])
+    assert "<agent_0>" in chat and "<agent_1>" in chat  # the sections it is asked to write
+    assert any(t["turn"] == 2 for t in trees)  # the feedback mode built the team's next chat

@@ -154,3 +154,22 @@ def test_value_heads_are_saved_and_loaded_with_the_agents(tmp_path_factory, tmp_
     (tmp_path / "w" / "value_heads.pt").unlink()
     with pytest.raises(ValueError, match="no value heads"):
         comp.policies.load(tmp_path / "w")
+
+
+def test_centralized_update_raises_the_team_completion_whose_parts_scored_higher(tmp_path_factory):
+    out = tmp_path_factory.mktemp("direction_centralized")
+    cfg = load_config(ROOT / "configs/centralized_T1_G8.yaml", [
+        "model.name=tiny-random", "training.torch_threads=1", "rollout.engine=hf", "magrpo.learning_rate=1e-2",
+        "magrpo.max_grad_norm=1000", "magrpo.num_generations=2", f"training.output_dir={out}"])
+    comp = trainer.build(cfg)
+    assert comp.task.num_agents == 1 and comp.policies.num_agents == 1
+    good = "<agent_0>\ndef aux(a, b):\n    return a + b\n</agent_0>\n<agent_1>\ndef add(a, b):\n    return aux(a, b)\n</agent_1>"
+    bad = "<agent_0>\nprint('hi')\n</agent_0>"
+    team = [_sample(comp, 0, good), _sample(comp, 0, bad)]
+    before = _logp(comp, team)
+    for _ in range(3):
+        node = Node(id="r0", turn=1, root=0, messages=[[]], completions=[team], joint=[(0,), (1,)],
+                    returns=[1.0, 0.0])
+        train_on_trees(comp, [node])
+    after = _logp(comp, team)
+    assert after[0] - after[1] > before[0] - before[1] + 0.1, (before, after)
