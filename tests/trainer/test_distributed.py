@@ -43,7 +43,9 @@ def test_ddp_two_processes(tmp_path, tiny_model, algo):
     assert all(ALGORITHM_METRIC[algo] in r for r in metrics(run)[1:])
 
 
-@pytest.mark.parametrize("algo", ["magrpo", "maac"])
+# ZeRO-2 runs the critic family (value heads partitioned with the adapters); the same update loop runs
+# magrpo in two processes under DDP above and under ZeRO-2 in one process below (CI's 20 minutes)
+@pytest.mark.parametrize("algo", ["maac"])
 def test_deepspeed_zero2_two_processes(tmp_path, tiny_model, algo):
     run = tmp_path / "zero2"
     res = train([*ARGS, f"algorithm.name={algo}", f"training.output_dir={run}"], launcher=ZERO2, timeout=1500,
