@@ -100,7 +100,8 @@ class TieBreakTask:
         return [dataclasses.replace(r, total=r.total + TIE_BREAK * sum(len(t) for t in texts))
                 for r, (_, texts) in zip(out, items, strict=True)]
 
-    def score_turns(self, turns):
-        """What the trainer calls (comlrl.contracts.Task): the wrapped texts-only scoring, tie-broken."""
-        rewards = self.score([(t.problem, list(t.texts)) for t in turns])
-        return [(r, t.state) for r, t in zip(rewards, turns, strict=True)]
+    def score_joint(self, turns):
+        """What the trainer calls (comlrl.contracts.Task.score_joint): the wrapped task's rewards, tie-broken.
+        Overriding `score` alone is not enough: the wrapped task's own `score_joint` would never reach it."""
+        return [(dataclasses.replace(r, total=r.total + TIE_BREAK * sum(len(t) for t in turn.texts)), state)
+                for (r, state), turn in zip(self._task.score_joint(turns), turns, strict=True)]
