@@ -179,7 +179,7 @@ def _critic_units(joint: bool) -> Callable[..., tuple[list[Unit], AdvantageStats
         heads = values(nodes)
 
         def state_value(node: Node, agent: int) -> float:
-            return sum(heads[node.id]) if joint else heads[node.id][agent]
+            return sum(heads[node.id]) / len(heads[node.id]) if joint else heads[node.id][agent]
 
         adv: dict[tuple[str, int], list[float]] = {}
         tgt: dict[tuple[str, int], list[float]] = {}
@@ -207,8 +207,9 @@ def _critic_units(joint: bool) -> Callable[..., tuple[list[Unit], AdvantageStats
 
 def _actor_critic_loss(joint: bool) -> Callable[[MicroBatch], tuple[torch.Tensor, MetricSums]]:
     """The policy-gradient loss on the critic's advantages plus value_coef * the critic's squared error
-    against each sample's target; `maac`'s value of a node is the sum of its agents' head outputs (one
-    linear head over the concatenated states)."""
+    against each sample's target; `maac`'s value of a node is the mean of its agents' head outputs (one
+    linear head over the concatenated states, scaled by 1/N so that under Adam it moves as fast as one
+    `iac` head: a sum moved N times as fast and overshot)."""
 
     def loss(b: MicroBatch) -> tuple[torch.Tensor, MetricSums]:
         import torch
@@ -216,13 +217,13 @@ def _actor_critic_loss(joint: bool) -> Callable[[MicroBatch], tuple[torch.Tensor
         assert b.values is not None
         policy, _ = _policy_gradient_loss(b)
         v = b.values
-        if joint:  # per unit (node): the sum over agents of one sample's head output each
+        if joint:  # per unit (node): the mean over agents of one sample's head output each
             parts, start = [], 0
             for u in b.units:
                 firsts = {}
                 for i, s in enumerate(u.samples):
                     firsts.setdefault(s.agent, start + i)
-                node_value = v[list(firsts.values())].sum()
+                node_value = v[list(firsts.values())].mean()
                 parts.append(node_value.expand(len(u.samples)))
                 start += len(u.samples)
             v = torch.cat(parts)

@@ -83,7 +83,16 @@ def test_iac_units_advantage_is_target_minus_each_agents_own_value():
 
 def test_maac_units_advantage_is_target_minus_the_teams_value():
     [u], _ = ALGORITHMS["maac"].units([_node()], _cfg("maac"), lambda nodes: {"r": [0.5, 0.25]})
-    assert u.advantages == pytest.approx((0.25, -0.75, 0.25, -0.75))  # V(team) = 0.5 + 0.25
+    assert u.advantages == pytest.approx((0.625, -0.375, 0.625, -0.375))  # V(team) = (0.5 + 0.25) / 2
+
+
+def test_maac_team_value_equals_one_head_when_every_agent_sees_the_same_value():
+    """The team critic is the mean of the heads (not their sum): equal heads give iac's value, so under
+    Adam it moves as fast as one iac head."""
+    iac, _ = ALGORITHMS["iac"].units([_node()], _cfg("iac"), lambda nodes: {"r": [0.3, 0.3]})
+    maac, _ = ALGORITHMS["maac"].units([_node()], _cfg("maac"), lambda nodes: {"r": [0.3, 0.3]})
+    assert maac[0].advantages == pytest.approx(iac[0].advantages)
+    assert maac[0].advantages == pytest.approx((0.7, -0.3, 0.7, -0.3))
 
 
 def test_group_scale_whitens_each_agents_advantages_over_the_step():

@@ -173,3 +173,24 @@ def test_centralized_update_raises_the_team_completion_whose_parts_scored_higher
         train_on_trees(comp, [node])
     after = _logp(comp, team)
     assert after[0] - after[1] > before[0] - before[1] + 0.1, (before, after)
+
+
+def test_maac_team_value_moves_as_fast_as_an_iac_value(tmp_path_factory):
+    """One update of zero-initialised heads towards the same targets: the team critic (mean of the heads)
+    moves its value about as far as iac's per-agent critic. A sum of N heads moved it N times as far under
+    Adam, whose step size ignores the gradient's scale (the maac run that overshot, docs/results.md)."""
+    good, bad = "def add(a, b):\n    return a + b\n", "print('hello world')\n"
+    moved = {}
+    for algo in ("iac", "maac"):
+        comp = _critic_comp(tmp_path_factory, algo)
+        s0 = [_sample(comp, 0, good), _sample(comp, 0, bad)]
+        s1 = [_sample(comp, 1, good), _sample(comp, 1, bad)]
+        means = []
+        for _ in range(2):
+            node = Node(id="r0", turn=1, root=0, messages=[[], []], completions=[s0, s1], joint=[(0, 0), (1, 1)],
+                        rewards=[1.0, 1.0], returns=[1.0, 1.0])
+            out = train_on_trees(comp, [node])
+            means.append(out.metrics["value/mean"] / out.metrics["value/mean/n"])
+        assert means[0] == 0.0  # zero-initialised heads
+        moved[algo] = means[1]
+    assert moved["iac"] > 0 and 0.5 < moved["maac"] / moved["iac"] < 1.5, moved
