@@ -65,11 +65,20 @@ def test_tags_match_in_any_case_and_with_whitespace_inside_the_brackets() -> Non
     assert split_roles("<\tagent_0\n>x<\n/agent_0  >", 1) == ["x"]
 
 
-def test_a_missing_or_unclosed_section_is_empty_and_the_others_stay() -> None:
+def test_a_missing_section_is_empty_and_the_others_stay() -> None:
     assert split_roles("<agent_1>only main</agent_1>", 2) == ["", "only main"]
-    assert split_roles("<agent_0>helper</agent_0><agent_1>cut by the token limit", 2) == ["helper", ""]
-    assert split_roles("</agent_0>close first<agent_0>then open", 2) == ["", ""]
     assert split_roles("<agent_0></agent_0><agent_1>  \n </agent_1>", 2) == ["", ""]
+    assert split_roles("</agent_0>close only", 2) == ["", ""]
+
+
+def test_a_section_left_open_runs_to_the_next_role_tag_or_the_end() -> None:
+    # what a small model writes: the helper's section never closed (SmolLM2-135M closed 2 of 352)
+    code = "```python\ndef aux(n):\n    return n > 0\n\ndef is_positive(n):\n    return aux(n)\n```"
+    assert split_roles("<agent_0>\n" + code + "\nSome prose.", 2) == [code + "\nSome prose.", ""]
+    assert split_roles("<agent_0>helper<agent_1>main", 2) == ["helper", "main"]
+    assert split_roles("<agent_0>helper</agent_0><agent_1>cut by the token limit", 2) == ["helper", "cut by the token limit"]
+    assert split_roles("<agent_0>a</agent_1>b</agent_0>", 2) == ["a", ""]  # any role tag ends a section
+    assert split_roles("</agent_0>close first<agent_0>then open", 2) == ["then open", ""]
 
 
 @pytest.mark.parametrize("text", ["", "no tags at all", "```python\ndef f():\n    pass\n```", "<agent>x</agent>",
@@ -78,11 +87,11 @@ def test_without_any_section_every_role_is_empty(text: str) -> None:
     assert split_roles(text, 2) == ["", ""]
 
 
-def test_the_first_complete_section_wins_and_nested_tags_stay_in_their_part() -> None:
+def test_the_first_section_wins_and_any_role_tag_inside_ends_it() -> None:
     assert split_roles("<agent_0>one</agent_0><agent_0>two</agent_0>", 1) == ["one"]
-    assert split_roles("<agent_0>open<agent_0>again</agent_0>late</agent_0>", 1) == ["open<agent_0>again"]
+    assert split_roles("<agent_0>open<agent_0>again</agent_0>late</agent_0>", 1) == ["open"]
     nested = "<agent_0>outer <agent_1>inner</agent_1> tail</agent_0>"
-    assert split_roles(nested, 2) == ["outer <agent_1>inner</agent_1> tail", "inner"]
+    assert split_roles(nested, 2) == ["outer", "inner"]
 
 
 def test_tags_of_other_numbers_are_not_a_roles_tags() -> None:
@@ -378,7 +387,9 @@ def test_a_two_turn_rollout_of_the_team_with_the_tiny_random_model(sandbox: Any,
         assert all(t.startswith(prefix["content"]) for t in texts)
         assert all(isinstance(d, CodeReward) and len(d.codes) == 2 for d in node.details)
         want = [inner.score([(ADD, inner.split_roles(t))])[0].total for t in texts]
-        assert node.rewards == want == [0.5, 0.5]  # 8 random tokens close no section: two empty answers
+        # 8 random tokens close no section: the helper's part is the unfinished prefix (a syntax error),
+        # the main's is empty
+        assert node.rewards == want == [0.0, 0.0]
     for j, child in root.children.items():
         history = team.role_history(texts_along(root, j, 1))
         (per_role,) = bridge.next_messages(inner, [Continuation(ADD, root, j, history)])
