@@ -15,7 +15,7 @@ ZERO2 = [str(VENV_BIN / "accelerate"), "launch", "--config_file", "configs/accel
 ARGS = ["--config", "configs/align_T2_G4.yaml", *TINY, "training.steps=2"]
 
 
-def _check_world_of_two(run):
+def _check_world_of_two(run, agents: int = 2):
     lines = metrics(run)
     assert [r["step"] for r in lines] == [0, 1, 2]
     for r in lines[1:]:
@@ -24,34 +24,38 @@ def _check_world_of_two(run):
     trees = [json.loads(x) for x in (run / "trees.jsonl").read_text().splitlines()]
     roots = {t["id"][: t["id"].index("t")]: t for t in trees if t["parent"] is None and t["step"] == 1}
     assert set(roots) == {"s1r0", "s1r1"}  # rank 1's trees reach rank 0's file
-    assert roots["s1r0"]["prompts"][1] != roots["s1r1"]["prompts"][1]  # ranks expand different problems
-    assert_trained(run)  # both ranks' samples gave gradients; the synced adapters moved
+    assert roots["s1r0"]["prompts"][-1] != roots["s1r1"]["prompts"][-1]  # ranks expand different problems
+    assert_trained(run, agents)  # both ranks' samples gave gradients; the synced adapters moved
 
 
 # every algorithm family under both launchers, with its own metrics reduced over the ranks
 ALGORITHM_METRIC = {"magrpo": "adv_groups", "madpo": "dpo/accuracy", "iac": "value/explained_variance",
-                    "maac": "value/mse"}
+                    "maac": "value/mse", "centralized": "adv_groups"}
+# centralized: one policy writes both roles (same tree shape: G joint actions per node in align mode)
+ALGORITHM_ARGS = {"centralized": ["magrpo.num_agents=1"]}
 
 
-@pytest.mark.parametrize("algo", ["magrpo", "madpo"])
+@pytest.mark.parametrize("algo", ["magrpo", "madpo", "iac"])
 def test_ddp_two_processes(tmp_path, tiny_model, algo):
     run = tmp_path / "ddp"
-    res = train([*ARGS, f"algorithm.name={algo}", f"training.output_dir={run}"], launcher=DDP,
+    res = train([*ARGS, f"algorithm.name={algo}", *ALGORITHM_ARGS.get(algo, []), f"training.output_dir={run}"], launcher=DDP,
                 extra_env={"ACCELERATE_USE_CPU": "true"})
     assert res.returncode == 0, res.stderr[-4000:]
     _check_world_of_two(run)
     assert all(ALGORITHM_METRIC[algo] in r for r in metrics(run)[1:])
 
 
-# ZeRO-2 runs the critic family (value heads partitioned with the adapters); the same update loop runs
-# magrpo in two processes under DDP above and under ZeRO-2 in one process below (CI's 20 minutes)
-@pytest.mark.parametrize("algo", ["maac"])
+# ZeRO-2 runs the team critic (value heads partitioned with the adapters) and the centralized policy; the
+# same update loop runs magrpo in two processes under DDP above and under ZeRO-2 in one process below
+# (CI's 20 minutes)
+@pytest.mark.parametrize("algo", ["maac", "centralized"])
 def test_deepspeed_zero2_two_processes(tmp_path, tiny_model, algo):
     run = tmp_path / "zero2"
-    res = train([*ARGS, f"algorithm.name={algo}", f"training.output_dir={run}"], launcher=ZERO2, timeout=1500,
+    res = train([*ARGS, f"algorithm.name={algo}", *ALGORITHM_ARGS.get(algo, []), f"training.output_dir={run}"],
+                launcher=ZERO2, timeout=1500,
                 extra_env={"DS_ACCELERATOR": "cpu"})
     assert res.returncode == 0, res.stderr[-4000:]
-    _check_world_of_two(run)
+    _check_world_of_two(run, agents=1 if algo == "centralized" else 2)
     assert all(ALGORITHM_METRIC[algo] in r for r in metrics(run)[1:])
     assert (run / "checkpoints" / "step-2" / "deepspeed").is_dir()
     if algo == "maac":  # the critic's heads travel with the agents' weights
