@@ -9,7 +9,10 @@ Merged pushes were chosen over vLLM's multi-LoRA batching by measurement (docs/r
 build a mixed-adapter batch runs at about 60% of the speed of plain weights.
 
 The engine runs in the trainer's process (VLLM_ENABLE_V1_MULTIPROCESSING=0): pushes are tensor copies, and
-there is no second process spinning on the cores while the update runs.
+there is no second process spinning on the cores while the update runs. Under several training processes
+every rank runs its own engine (vLLM's external launcher: the ranks' engines share the launcher's process
+group but no generate call communicates) and pushes the weights it holds, which data parallelism keeps
+identical on every rank.
 """
 
 from __future__ import annotations
@@ -63,6 +66,12 @@ def _platform_is_cuda() -> bool:
     return bool(current_platform.is_cuda_alike())
 
 
+def several_processes() -> bool:
+    """The trainer runs as several processes (accelerate / DeepSpeed launched a world of more than one)."""
+    return bool(torch.distributed.is_available() and torch.distributed.is_initialized()
+                and torch.distributed.get_world_size() > 1)
+
+
 def agent_order(agents: set[int], held: int | None) -> list[int]:
     """The order in which one generate call serves its agents: the one whose weights the engine holds
     first (no push), then the others by index. A T-turn rollout of N agents then pushes N + (T-1)(N-1)
@@ -78,10 +87,6 @@ class VLLMEngine:
     def __init__(self, policies: AgentPolicies, settings: Any, seed: int) -> None:
         if len(set(policies.paths)) != 1:
             raise VLLMUnavailable("agents built from different models need one engine each")
-        if torch.distributed.is_available() and torch.distributed.is_initialized() \
-                and torch.distributed.get_world_size() > 1:
-            raise VLLMUnavailable("several training processes: one colocated engine per process is not "
-                                  "supported yet (docs/configuration.md, rollout.engine)")
         # before vllm is imported: it reads these once
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(settings.kv_cache_gib))
@@ -97,6 +102,11 @@ class VLLMEngine:
         if cuda:
             kw = {"gpu_memory_utilization": settings.gpu_memory_utilization,
                   "enable_sleep_mode": settings.sleep_between_rollouts}
+        if several_processes():
+            # one engine per training process (DDP / ZeRO-2): vLLM joins the launcher's process group as
+            # tensor-parallel groups of one, so each rank's engine serves that rank's trees on its own
+            # device and no generate call waits for another rank
+            kw["distributed_executor_backend"] = "external_launcher"
         self._sleeps = cuda and settings.sleep_between_rollouts
         self._asleep = False
         t0 = time.perf_counter()
