@@ -166,7 +166,9 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     if args.quick:
-        args.rounds, args.max_new_tokens = min(args.rounds, 2), min(args.max_new_tokens, 8)
+        # a smoke run of the script (tests/benchmarks): one round of each config, as --help says; the
+        # second round (the other expander first) doubled its rollouts and measured nothing more
+        args.rounds, args.max_new_tokens = 1, min(args.max_new_tokens, 8)
         args.cross_max_new_tokens = min(args.cross_max_new_tokens, 8)
     setup(args.threads)
     t_start = time.perf_counter()

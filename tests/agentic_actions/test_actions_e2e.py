@@ -96,6 +96,9 @@ def test_trainer_on_action_tasks_tiny(tmp_path: Path, monkeypatch: pytest.Monkey
         "sandbox.timeout_s=2",
         "training.steps=2", "training.torch_threads=1", f"training.output_dir={out}", "dataset.eval_size=2",
         "training.eval_size=1", "logging.tensorboard=false", "logging.progress_bar=false", "sandbox.workers=2",
+        # each evaluation (before and after) still runs a greedy and a sampled chain on a held-out and a probe
+        # problem: 4 chains, not the default 1 greedy + 4 sampled on 1 held-out + 2 probe problems = 15
+        "evaluation.samples=1", "evaluation.probe_problems=1",
     ])
     assert run(cfg) == 0
     assert len(closed) == 1 and not closed[0].exists()  # the run closed its task: API server and workspaces gone

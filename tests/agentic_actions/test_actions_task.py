@@ -15,12 +15,14 @@ from comlrl.tasks.actions import ActionsTask
 from comlrl.tasks.actions.options import ActionsTaskConfig
 
 
-@pytest.mark.parametrize("mode", ["align", "cross"])
-def test_each_joint_action_runs_on_its_own_path(sandbox, tmp_path: Path, mode: str) -> None:
+# cross runs two turns, not three: its tree grows 4x per level, and a second turn already acts on states its
+# parent left (the property under test); three turns scored 2 x 84 paths, re-scored 456 replayed steps alone
+@pytest.mark.parametrize("mode, turns", [("align", 3), ("cross", 2)])
+def test_each_joint_action_runs_on_its_own_path(sandbox, tmp_path: Path, mode: str, turns: int) -> None:
     probs = problems("ts-service-cache", "improve-fib")
-    task = ActionsTask(sandbox, ActionsTaskConfig(max_turns=3), root=str(tmp_path / "ws"))
-    roots = rollout(task, probs, mode)
-    fresh = ActionsTask(sandbox, ActionsTaskConfig(max_turns=3), root=str(tmp_path / "ws2"))
+    task = ActionsTask(sandbox, ActionsTaskConfig(max_turns=turns), root=str(tmp_path / "ws"))
+    roots = rollout(task, probs, mode, turns)
+    fresh = ActionsTask(sandbox, ActionsTaskConfig(max_turns=turns), root=str(tmp_path / "ws2"))
     n = 0
     for root in roots:
         prob = probs[root.root]
@@ -31,15 +33,19 @@ def test_each_joint_action_runs_on_its_own_path(sandbox, tmp_path: Path, mode: s
             assert node.details[j].state_key == alone.state_key
             n += 1
     per_node = 2 if mode == "align" else 4
-    assert n == 2 * (per_node + per_node**2 + per_node**3)
-    # the all-reference path solves both tasks; the all-BAD path is penalised every turn
+    assert n == 2 * sum(per_node**t for t in range(1, turns + 1))  # align: 2 x 14 paths, cross: 2 x 20
+    # the all-reference path solves both tasks (by the last turn: complete_task at 3, the turn limit at 2);
+    # the all-BAD path is penalised every turn
     for root in roots:
-        leaf = root.children[0].children[0]
+        bad = len(root.joint) - 1
+        leaf, worst = root, root
+        for turn in range(1, turns + 1):
+            assert worst.rewards[bad] < 0 and worst.details[bad].components["format_errors"] == 2, turn
+            if turn < turns:
+                leaf, worst = leaf.children[0], worst.children[bad]
+        assert leaf.turn == worst.turn == turns
         assert leaf.details[0].all_passed and leaf.details[0].done
         assert leaf.details[0].components["judge/task_completion"] == 10.0
-        bad = len(root.joint) - 1
-        worst = root.children[bad].children[bad]
-        assert worst.rewards[bad] < 0 and worst.details[bad].components["format_errors"] == 2
     task.close()
     fresh.close()
 
