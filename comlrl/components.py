@@ -63,11 +63,20 @@ def make_scheduler(cfg: RunConfig, optimizer: torch.optim.Optimizer) -> Any:
                          num_training_steps=max(1, cfg.training.steps))
 
 
+def local_processes() -> int:
+    """The training processes on this machine (on several machines, WORLD_SIZE counts them all)."""
+    return max(1, int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("WORLD_SIZE") or 1))
+
+
 def cpu_share() -> int:
     """This process's share of the cores it may run on: `accelerate launch` exports OMP_NUM_THREADS=1 for
     a one-process CPU launch, which would leave all but one core idle."""
-    local = int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("WORLD_SIZE") or 1)
-    return max(1, len(os.sched_getaffinity(0)) // max(1, local))
+    return max(1, len(os.sched_getaffinity(0)) // local_processes())
+
+
+def sandbox_workers() -> int:
+    """Default sandbox workers of this process: the machine's cores shared by the processes on it."""
+    return max(1, (os.cpu_count() or 1) // local_processes())
 
 
 def build(cfg: RunConfig, for_training: bool = True, log_with: list[Any] | None = None) -> Components:
@@ -83,7 +92,7 @@ def build(cfg: RunConfig, for_training: bool = True, log_with: list[Any] | None 
     torch.set_num_threads(cfg.training.torch_threads or cpu_share())
     random.seed(cfg.training.seed)
     torch.manual_seed(cfg.training.seed)
-    sandbox = Sandbox.of(cfg.sandbox, workers=max(1, (os.cpu_count() or 1) // acc.num_processes))
+    sandbox = Sandbox.of(cfg.sandbox, workers=sandbox_workers())
     algorithm = ALGORITHMS.get(cfg.algorithm.name)
     task = build_task(cfg.task, sandbox)
     if algorithm.centralized:  # one policy writes every role's part; the task splits its completion

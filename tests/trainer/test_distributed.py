@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from trainer_helpers import TINY, VENV_BIN, assert_trained, metrics, train
+from trainer_helpers import TINY, VENV_BIN, assert_trained, check_world_of_two, metrics, train
 
 pytestmark = pytest.mark.slow
 
@@ -13,19 +11,6 @@ DDP = [str(VENV_BIN / "accelerate"), "launch", "--config_file", "configs/acceler
 ZERO2 = [str(VENV_BIN / "accelerate"), "launch", "--config_file", "configs/accelerate/deepspeed_zero2.yaml",
          "--num_processes", "2"]
 ARGS = ["--config", "configs/align_T2_G4.yaml", *TINY, "training.steps=2"]
-
-
-def _check_world_of_two(run, agents: int = 2):
-    lines = metrics(run)
-    assert [r["step"] for r in lines] == [0, 1, 2]
-    for r in lines[1:]:
-        assert r["trees"] == 2 and r["nodes"] == 10 and r["joint_actions"] == 40  # both ranks' trees counted
-        assert r["weights_rank_spread"] == 0.0  # both ranks hold identical weights after every step
-    trees = [json.loads(x) for x in (run / "trees.jsonl").read_text().splitlines()]
-    roots = {t["id"][: t["id"].index("t")]: t for t in trees if t["parent"] is None and t["step"] == 1}
-    assert set(roots) == {"s1r0", "s1r1"}  # rank 1's trees reach rank 0's file
-    assert roots["s1r0"]["prompts"][-1] != roots["s1r1"]["prompts"][-1]  # ranks expand different problems
-    assert_trained(run, agents)  # both ranks' samples gave gradients; the synced adapters moved
 
 
 # every algorithm family under both launchers, with its own metrics reduced over the ranks
@@ -41,7 +26,7 @@ def test_ddp_two_processes(tmp_path, tiny_model, algo):
     res = train([*ARGS, f"algorithm.name={algo}", *ALGORITHM_ARGS.get(algo, []), f"training.output_dir={run}"], launcher=DDP,
                 extra_env={"ACCELERATE_USE_CPU": "true"})
     assert res.returncode == 0, res.stderr[-4000:]
-    _check_world_of_two(run)
+    check_world_of_two(run)
     assert all(ALGORITHM_METRIC[algo] in r for r in metrics(run)[1:])
 
 
@@ -55,7 +40,7 @@ def test_deepspeed_zero2_two_processes(tmp_path, tiny_model, algo):
                 launcher=ZERO2, timeout=1500,
                 extra_env={"DS_ACCELERATOR": "cpu"})
     assert res.returncode == 0, res.stderr[-4000:]
-    _check_world_of_two(run, agents=1 if algo == "centralized" else 2)
+    check_world_of_two(run, agents=1 if algo == "centralized" else 2)
     assert all(ALGORITHM_METRIC[algo] in r for r in metrics(run)[1:])
     assert (run / "checkpoints" / "step-2" / "deepspeed").is_dir()
     if algo == "maac":  # the critic's heads travel with the agents' weights

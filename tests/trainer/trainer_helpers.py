@@ -66,3 +66,18 @@ def assert_trained(run_dir: Path, agents: int = 2) -> None:
         weights = load_file(str(run_dir / "final" / f"agent{agent}" / "adapter_model.safetensors"))
         b = [t for k, t in weights.items() if "lora_B" in k]
         assert b and max(float(t.abs().max()) for t in b) > 0, f"agent {agent}'s adapter never moved"
+
+
+def check_world_of_two(run_dir: Path, steps: int = 2, agents: int = 2) -> None:
+    """Two ranks trained as one world: both ranks' trees counted, identical weights, rank 1's trees in rank 0's file
+    (run with training.trees_per_step=1 on configs/align_T2_G4.yaml, as TINY does)."""
+    lines = metrics(run_dir)
+    assert [r["step"] for r in lines] == list(range(steps + 1))
+    for r in lines[1:]:
+        assert r["trees"] == 2 and r["nodes"] == 10 and r["joint_actions"] == 40  # both ranks' trees counted
+        assert r["weights_rank_spread"] == 0.0  # both ranks hold identical weights after every step
+    trees = [json.loads(x) for x in (run_dir / "trees.jsonl").read_text().splitlines()]
+    roots = {t["id"][: t["id"].index("t")]: t for t in trees if t["parent"] is None and t["step"] == 1}
+    assert set(roots) == {"s1r0", "s1r1"}  # rank 1's trees reach rank 0's file
+    assert roots["s1r0"]["prompts"][-1] != roots["s1r1"]["prompts"][-1]  # ranks expand different problems
+    assert_trained(run_dir, agents)  # both ranks' samples gave gradients; the synced adapters moved
