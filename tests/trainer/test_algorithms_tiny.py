@@ -89,11 +89,11 @@ def test_centralized_config_trains_one_policy_whose_completion_is_split_into_rol
     res = train(["--config", "configs/centralized_T1_G8.yaml", *SMALL, "training.steps=1", "magrpo.num_turns=2",
                  f"training.output_dir={run}"])
     assert res.returncode == 0, res.stderr[-4000:]
-    # the random model never closes a section, so every role's part is "" and the team scores what two empty
-    # answers score (0.5): the wiring is what this checks; the update's direction is checked in
-    # tests/trainer/test_update_direction.py on written sections
+    # the random model never closes a section, so the helper's part is the answer prefix and random tokens up
+    # to the end (a syntax error) and the main's is empty: below what two empty answers score (0.5). The
+    # wiring is what this checks; the update's direction is checked in tests/trainer/test_update_direction.py
     [step] = [r for r in metrics(run) if r["step"] > 0]
-    assert step["reward_mean"] == 0.5 and step["nodes"] == 5 and step["joint_actions"] == 20
+    assert step["reward_mean"] < 0.5 and step["nodes"] == 5 and step["joint_actions"] == 20
     trees = [json.loads(x) for x in (run / "trees.jsonl").read_text().splitlines()]
     root = next(t for t in trees if t["parent"] is None)
     assert len(root["prompts"]) == 1 and len(root["completions"]) == 1  # one policy, one chat per node
