@@ -99,6 +99,9 @@ def main() -> None:
     torch.distributed.all_gather_object(every, (tokens, hf_tokens))
     every, matches_hf = [t for t, _ in every], [t == h for t, h in every]
     comp.sandbox.close()
+    for engine in engines.values():  # then a barrier, as the trainer ends: the engines must leave the group
+        engine.close()
+    acc.wait_for_everyone()
     if rank != 0:
         return
     per = {name: median([s["step_seconds"] for s in steps if s["engine"] == name]) for name in engines}

@@ -208,4 +208,8 @@ class VLLMEngine:
             self._asleep = True
 
     def close(self) -> None:
+        if several_processes():
+            # vLLM's teardown under the external launcher destroys the launcher's process group, which the
+            # trainer still uses (its last barrier, accelerate's own teardown): the engine goes with the process
+            return
         self.llm = None
