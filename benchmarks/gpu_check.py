@@ -49,7 +49,6 @@ STAGES = {  # stage -> (config overrides, launched under accelerate's DeepSpeed 
     "bf16_ckpt": (["model.gradient_checkpointing=true"], False),
     "zero2": ([], True),
 }
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json")
 CARRIED_TOKENIZER = ROOT / ".gpu" / "tokenizer"  # what benchmarks/gpu_check.sh --prepare copies for the device
 
 
