@@ -110,7 +110,7 @@ def build(cfg: RunConfig, for_training: bool = True, log_with: list[Any] | None 
                              stop_strings=task.stop_strings, head_messages=task.head_messages)
     if algorithm.critic:
         policies.module.attach_value_heads()
-    engine = build_engine(cfg.rollout.engine, policies, cfg.rollout.vllm, cfg.training.seed)
+    engine = build_engine(cfg.rollout, policies, cfg.training.seed)
     model = optimizer = scheduler = None
     if for_training:
         optimizer = torch.optim.AdamW(param_groups(cfg, policies), lr=cfg.magrpo.learning_rate,

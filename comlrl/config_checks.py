@@ -199,6 +199,10 @@ def _validate_run(cfg: RunConfig) -> None:
     require(r.vllm.kv_cache_gib >= 1, "rollout.vllm.kv_cache_gib", r.vllm.kv_cache_gib, "an integer >= 1")
     require(0 < r.vllm.gpu_memory_utilization <= 1, "rollout.vllm.gpu_memory_utilization",
             r.vllm.gpu_memory_utilization, "a number in (0, 1]")
+    require(r.server.url is None or r.server.url.startswith(("http://", "https://")), "rollout.server.url",
+            r.server.url, "an http:// URL of a running comlrl-serve, or null (the trainer starts one)")
+    require(r.server.start_timeout_s > 0, "rollout.server.start_timeout_s", r.server.start_timeout_s,
+            "a number of seconds > 0")
     require(t.steps >= 0, "training.steps", t.steps, "an integer >= 0")
     require(t.trees_per_step >= 1, "training.trees_per_step", t.trees_per_step, "an integer >= 1")
     require(t.eval_every >= 0, "training.eval_every", t.eval_every, "an integer >= 0")

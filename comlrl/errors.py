@@ -20,3 +20,8 @@ def require(ok: bool, key: str, value: object, allowed: str) -> None:
     """Raise `not_allowed(key, value, allowed)` unless `ok`."""
     if not ok:
         raise not_allowed(key, value, allowed)
+
+
+class RunStopped(RuntimeError):
+    """A part the run depends on failed mid-run (the rollout server died): the message names it in one line;
+    the run guard adds where the run stopped and which checkpoint is intact."""

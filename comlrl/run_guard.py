@@ -6,6 +6,8 @@
   in `training.output_dir` is taken back (an earlier run's outputs, a resumed run's and the user's own files
   stay). Otherwise the next attempt is refused as "already holds a run" for a config.yaml and an empty
   tensorboard/.
+* A part the run depends on that fails mid-run (`RunStopped`: the rollout server died) is one line naming
+  it, where the run stopped and the checkpoint that is intact.
 * Ctrl-C ends with one line, the step it stopped in, the checkpoint that is intact and how to resume, and the
   shell's exit status for it (130), instead of the tracebacks of every library on the stack. A second Ctrl-C
   while the run closes its engine and sandbox exits at once with the same line.
@@ -28,6 +30,7 @@ from types import FrameType
 from comlrl.checkpoint import checkpoint_step, latest_checkpoint
 from comlrl.config import ConfigError, RunConfig
 from comlrl.console import launcher_rank, plural
+from comlrl.errors import RunStopped
 from comlrl.run_outputs import RUN_OUTPUTS
 
 INTERRUPTED = 130  # 128 + SIGINT: what a shell reports for a command stopped by Ctrl-C
@@ -70,8 +73,9 @@ def last_step(metrics: Path) -> int:
     return max(steps)
 
 
-def interrupted_line(cfg: RunConfig) -> str:
-    """`interrupted during step 2; checkpoint step-1 is intact; resume with --resume DIR`, from what is on disk."""
+def stop_line(cfg: RunConfig, what: str = "interrupted") -> str:
+    """`interrupted during step 2; checkpoint step-1 is intact; resume with --resume DIR`, from what is on
+    disk (`what`: how the run ended, e.g. `stopped` when a part it depends on failed)."""
     t = cfg.training
     out = Path(t.output_dir)
     done = last_step(out / "metrics.jsonl")
@@ -81,10 +85,10 @@ def interrupted_line(cfg: RunConfig) -> str:
     else:
         where = f"during step {done + 1}" if done < t.steps else f"after step {done}, writing the final outputs"
     if latest is not None:
-        return f"interrupted {where}; checkpoint step-{checkpoint_step(latest)} is intact; resume with --resume {out}"
+        return f"{what} {where}; checkpoint step-{checkpoint_step(latest)} is intact; resume with --resume {out}"
     if done == 0 and not t.resume:
-        return f"interrupted {where}; nothing was kept: the same command starts the run again"
-    return (f"interrupted {where}; no checkpoint was written yet (training.save_every={t.save_every}); "
+        return f"{what} {where}; nothing was kept: the same command starts the run again"
+    return (f"{what} {where}; no checkpoint was written yet (training.save_every={t.save_every}); "
             f"--resume {out} starts it again from step 0")
 
 
@@ -135,7 +139,7 @@ def guarded_run(cfg: RunConfig, run: Callable[[RunConfig], int]) -> int:
 
     def second_interrupt(signum: int, frame: FrameType | None) -> None:  # closing is stuck: leave now
         if main:
-            print(interrupted_line(cfg), file=sys.stderr, flush=True)
+            print(stop_line(cfg), file=sys.stderr, flush=True)
         os._exit(INTERRUPTED)
 
     def first_interrupt(signum: int, frame: FrameType | None) -> None:
@@ -146,10 +150,14 @@ def guarded_run(cfg: RunConfig, run: Callable[[RunConfig], int]) -> int:
     try:
         return run(cfg)
     except KeyboardInterrupt:
-        line = interrupted_line(cfg) if main else ""
+        line = stop_line(cfg) if main else ""
         if created:
             created.take_back()
         raise Interrupted(line) from None
+    except RunStopped as exc:  # a part the run depends on failed: which, and where the run stands
+        if created:
+            created.take_back()
+        raise type(exc)(f"{exc}; {stop_line(cfg, 'stopped')}") from None
     except BaseException:
         if created:
             created.take_back()

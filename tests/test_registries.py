@@ -35,7 +35,7 @@ def test_every_choice_list_is_its_owners() -> None:
 
 
 def test_each_owner_refuses_what_its_list_leaves_out() -> None:
-    from comlrl.engines import build_engine
+    from comlrl.engines import RolloutConfig, build_engine
 
     with pytest.raises(ValueError, match="joint_mode='diagonal'"):
         tree.joint_actions(2, 2, "diagonal")
@@ -44,7 +44,7 @@ def test_each_owner_refuses_what_its_list_leaves_out() -> None:
     with pytest.raises(ValueError, match="aggregation='token_sum'"):
         loss.step_normaliser([3], "token_sum")
     with pytest.raises(ValueError, match="rollout.engine='sglang'"):
-        build_engine("sglang", None, None, 0)
+        build_engine(RolloutConfig("sglang"), None, 0)
 
 
 @pytest.fixture

