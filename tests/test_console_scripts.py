@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SHIMS = {"train": "comlrl.cli.train", "evaluate": "comlrl.cli.evaluate", "export": "comlrl.cli.export",
          "show_tree": "comlrl.cli.show_tree", "plot_metrics": "comlrl.cli.plot_metrics",
-         "generate_traces": "comlrl.cli.generate_traces"}
+         "generate_traces": "comlrl.cli.generate_traces", "serve": "comlrl.cli.serve"}
 
 
 def console_scripts() -> dict[str, str]:
@@ -26,7 +26,7 @@ def console_scripts() -> dict[str, str]:
 def test_every_console_script_names_a_main_and_every_shim_has_one() -> None:
     scripts = console_scripts()
     assert set(scripts) == {"comlrl-train", "comlrl-evaluate", "comlrl-export", "comlrl-show-tree", "comlrl-plot",
-                            "comlrl-traces"}
+                            "comlrl-traces", "comlrl-serve"}
     targets = set()
     for target in scripts.values():
         module, attr = target.split(":")

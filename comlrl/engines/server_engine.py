@@ -99,11 +99,13 @@ def _die_with_parent() -> None:
 
 
 def start_server(policies: AgentPolicies, settings: Any, seed: int, workdir: Path,
-                 timeout_s: float) -> tuple[subprocess.Popen, str]:
-    """Start `python -m comlrl.engines.rollout_server` on a free loopback port; its URL once it serves.
+                 timeout_s: float) -> tuple[subprocess.Popen, str, Path]:
+    """Start `python -m comlrl.engines.rollout_server` on a free loopback port: the process, its URL once
+    it serves, and its log.
     VLLMUnavailable (the caller falls back) when it exits or does not serve within `timeout_s`."""
     cfg = policies.cfg
-    announce, log_path = workdir / "url", workdir / "server.log"
+    # the log outlives the shared-memory workdir: a server that dies leaves it for the error to name
+    announce, log_path = workdir / "url", Path(tempfile.gettempdir()) / f"{workdir.name}-server.log"
     cmd = [sys.executable, "-m", "comlrl.engines.rollout_server", "--model", policies.paths[0], "--dtype", cfg.dtype,
            "--max-model-len", str(cfg.max_prompt_tokens + cfg.max_new_tokens), "--seed", str(seed),
            "--kv-cache-gib", str(settings.kv_cache_gib),
@@ -114,6 +116,8 @@ def start_server(policies: AgentPolicies, settings: Any, seed: int, workdir: Pat
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
                                                             "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK")
            and not k.endswith("_API_KEY")}
+    # the launcher gives each rank one thread; the server runs while the ranks wait for it: every core
+    env["OMP_NUM_THREADS"] = str(len(os.sched_getaffinity(0)))
     with open(log_path, "w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent)
     deadline = time.monotonic() + timeout_s
@@ -125,7 +129,7 @@ def start_server(policies: AgentPolicies, settings: Any, seed: int, workdir: Pat
             proc.kill()
             raise VLLMUnavailable(f"the rollout server did not serve within {timeout_s:.0f} s (log: {log_path})")
         time.sleep(0.2)
-    return proc, announce.read_text().strip()
+    return proc, announce.read_text().strip(), log_path
 
 
 class ServerEngine:
@@ -142,6 +146,7 @@ class ServerEngine:
         self._last_agent: int | None = None
         self.pushes = 0
         self.push_seconds = 0.0
+        self.start_seconds = 0.0  # starting (or reaching) the server, set by build_server_engine
 
     def _check_model(self) -> None:
         health = self.client.call("/health", timeout=30)
@@ -200,20 +205,22 @@ class ServerEngine:
 
     def close(self) -> None:
         proc = self.client.process
-        if proc is not None and proc.poll() is None:
+        if proc is not None and proc.poll() is None:  # stopped by us: its log goes with it
             proc.terminate()
             try:
                 proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+            if self.client.log_path is not None:
+                self.client.log_path.unlink(missing_ok=True)
         if self._owns_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def _local_ranks() -> tuple[int, int]:
-    """(this process's rank on its machine, processes on its machine), from the launcher's variables."""
-    return int(os.environ.get("LOCAL_RANK", 0)), int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+def _local_rank() -> int:
+    """This process's rank on its machine, from the launcher's variables (0: alone)."""
+    return int(os.environ.get("LOCAL_RANK", 0))
 
 
 def _all_gather(obj: Any) -> list[Any]:
@@ -229,14 +236,15 @@ def build_server_engine(policies: AgentPolicies, settings: Any, server: Any, see
     or reached, raised on every rank alike so that they all fall back together."""
     if len(set(policies.paths)) != 1:
         raise VLLMUnavailable("agents built from different models need one engine each")
+    t0 = time.perf_counter()
     rank = torch.distributed.get_rank() if several_processes() else 0
-    local_rank, local_size = _local_ranks()
+    local_rank = _local_rank()
     starts = server.url is None and local_rank == 0  # one server per machine, started by its local rank 0
     workdir = Path(tempfile.mkdtemp(prefix="comlrl-rollout-", dir=weights_root())) if (starts or rank == 0) else None
-    proc, url, error = None, server.url, None
+    proc, url, error, log_path = None, server.url, None, None
     if starts:
         try:
-            proc, url = start_server(policies, settings, seed, workdir, server.start_timeout_s)
+            proc, url, log_path = start_server(policies, settings, seed, workdir, server.start_timeout_s)
         except VLLMUnavailable as exc:
             error = str(exc)
     # every rank learns its machine's URL (ranks are numbered machine by machine) and every rank's error
@@ -250,7 +258,7 @@ def build_server_engine(policies: AgentPolicies, settings: Any, server: Any, see
         raise VLLMUnavailable(errors[0])
     if server.url is None:
         url = gathered[rank - local_rank][0]
-    client = ServerClient(url, proc, workdir / "server.log" if proc is not None else None)
+    client = ServerClient(url, proc, log_path)
     engine = ServerEngine(policies, client, pusher=starts or (server.url is not None and rank == 0),
                           workdir=workdir or Path(tempfile.gettempdir()), owns_workdir=workdir is not None)
     try:
@@ -260,5 +268,7 @@ def build_server_engine(policies: AgentPolicies, settings: Any, server: Any, see
             raise  # the user's server serves another model: a clear error, not a silent fallback
         engine.close()
         raise VLLMUnavailable(str(exc)) from exc
-    log.info("rollout server %s serves this rank (%s)", url, "started here" if proc is not None else "shared")
+    engine.start_seconds = time.perf_counter() - t0
+    log.info("rollout server %s serves this rank (%s; %.1f s)", url, "started here" if proc else "shared",
+             engine.start_seconds)
     return engine

