@@ -41,7 +41,10 @@ PROBE = [{"role": "user", "content": "Write a Python function add(a, b) that ret
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--engines", default="vllm,hf", help="comma-separated rollout engines to rotate (hf included)")
+    ap.add_argument("--engines", default="vllm,hf",
+                    help="comma-separated rollout engines to rotate; leave hf out under ZeRO-3 with several processes "
+                         "(it generates on the partitioned weights: only the final greedy probe, the same on "
+                         "every rank, runs it)")
     ap.add_argument("--rounds", type=int, default=2, help="rounds: each round one step per engine")
     ap.add_argument("--model", default="smollm2-135m-instruct")
     ap.add_argument("--length", type=int, default=64, help="model.max_new_tokens")
@@ -53,8 +56,8 @@ def main() -> None:
         args.model, args.rounds, args.length = "tiny-random", 1, 8
     names = args.engines.split(",")
     fast = [n for n in names if n != "hf"]
-    if "hf" not in names or not fast:
-        sys.exit("--engines: name hf and at least one vLLM engine (vllm, vllm_server)")
+    if not fast:
+        sys.exit("--engines: name at least one vLLM engine (vllm, vllm_server)")
     setup(threads=1)
     import torch
 
@@ -130,16 +133,22 @@ def main() -> None:
         server = {"stale_refusals": on_every_rank(refused), "health": eng.client.call("/health"),
                   "version": eng.version, "pushes_by_rank": on_every_rank(eng.pushes),
                   "push_seconds_by_rank": on_every_rank(round(eng.push_seconds, 2))}
+    gathers = on_every_rank({n: (engines[n].weights.gathers, round(engines[n].weights.gather_seconds, 3))
+                             for n in fast})
     comp.sandbox.close()
     for engine in engines.values():  # then a barrier, as the trainer ends: the engines must leave the group
         engine.close()
     acc.wait_for_everyone()
     if rank != 0:
         return
-    per = {name: median([s["step_seconds"] for s in steps if s["engine"] == name]) for name in engines}
-    per_rollout = {name: median([s["rollout_seconds"] for s in steps if s["engine"] == name]) for name in engines}
+    per = {name: median([s["step_seconds"] for s in steps if s["engine"] == name]) for name in names}
+    per_rollout = {name: median([s["rollout_seconds"] for s in steps if s["engine"] == name]) for name in names}
     out = {"command": command("ranks_step.py"), "quick": args.quick, "machine": machine(1), "model": args.model,
            "engines": names, "world_size": world, "distributed_type": str(acc.distributed_type),
+           "zero_stage": acc.state.deepspeed_plugin.zero_stage if acc.state.deepspeed_plugin else None,
+           # ZeRO-3: each vLLM engine's gathers of the partitioned weights and their seconds, per rank
+           "gathers": max(g for per_rank in gathers for g, _ in per_rank.values()),
+           "gathers_per_rank": gathers,
            "length": args.length, "rounds": args.rounds, "overrides": args.overrides,
            "build_seconds": round(build_seconds, 1),
            "engine_start_seconds": {n: round(engines[n].start_seconds, 1) for n in fast
@@ -151,7 +160,7 @@ def main() -> None:
            "trees_differ_between_ranks": all(len({tuple(g[r]) for r in range(world)}) == world for g in trees),
            "max_weights_rank_spread": max(s["weights_rank_spread"] for s in steps),
            "median_step_seconds": per, "median_rollout_seconds": per_rollout,
-           **{f"ratio_hf_over_{n}": round(per["hf"] / per[n], 3) for n in fast}}
+           **{f"ratio_hf_over_{n}": round(per["hf"] / per[n], 3) for n in fast if "hf" in per}}
     if server:
         out["server"] = server
     if "vllm" in per and "vllm_server" in per:
@@ -159,10 +168,11 @@ def main() -> None:
     default = names == ["vllm", "hf"]
     name = "ranks_step" + ("" if default else "_" + "_".join(names)) + ("_quick" if args.quick else "")
     write(name if not args.out else "ranks_step", out, args.out)
+    ratios = "".join(f"; hf/{n} {out[f'ratio_hf_over_{n}']:.2f}x" for n in fast if "hf" in per)
     print(f"{world} processes ({out['distributed_type']}): median step " + ", ".join(
-        f"{n} {per[n]:.1f} s" for n in names) + "; " + ", ".join(f"hf/{n} {out[f'ratio_hf_over_{n}']:.2f}x" for n in fast)
-        + f"; greedy output the same on every rank: {out['greedy_same_on_every_rank']}; "
-        f"weights rank spread {out['max_weights_rank_spread']}")
+        f"{n} {per[n]:.1f} s" for n in names) + ratios + "; greedy output the same on every rank: "
+        f"{out['greedy_same_on_every_rank']} and as hf's on the trainer's weights: "
+        f"{out['greedy_matches_hf_on_every_rank']}; weights rank spread {out['max_weights_rank_spread']}")
 
 
 if __name__ == "__main__":

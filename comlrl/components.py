@@ -19,6 +19,7 @@ from comlrl.algorithms import Algorithm
 from comlrl.config import RunConfig, validate_threshold
 from comlrl.contracts import Task
 from comlrl.distributed import make_accelerator, uses_deepspeed
+from comlrl.errors import ConfigError
 from comlrl.rollout import Rollout
 
 
@@ -123,6 +124,13 @@ def build(cfg: RunConfig, for_training: bool = True, log_with: list[Any] | None 
             if ds.get("train_micro_batch_size_per_gpu", "auto") == "auto":
                 ds["train_micro_batch_size_per_gpu"] = 1
         model, optimizer = acc.prepare(policies.module, optimizer)
+        if uses_deepspeed(acc) and acc.state.deepspeed_plugin.zero_stage == 3 and acc.num_processes > 1:
+            if engine.name == "hf":  # generate() on partitioned parameters: a gather every rank must join
+                raise ConfigError(
+                    f"config error: DeepSpeed ZeRO-3 with {acc.num_processes} processes needs rollout.engine=vllm "
+                    "or vllm_server (the hf engine generates on the partitioned parameters, which keeps no ranks "
+                    f"in step); rollout.engine={cfg.rollout.engine} gave the hf engine")
+        engine.weights_changed()  # the prepared weights (ZeRO-3: gathered for the engine here, on every rank)
     offline = read_pairs(cfg.algorithm.dpo.offline_pairs, cfg.magrpo.num_agents) if cfg.algorithm.dpo.offline_pairs else []
     return Components(cfg, acc, task, sandbox, policies, engine, algorithm, model, optimizer, scheduler, feedback,
                       train, evalset, offline_pairs=offline)

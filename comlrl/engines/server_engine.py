@@ -6,9 +6,9 @@ machine. After every optimizer step the pushing rank (the one that started the s
 each agent's weights as a safetensors file into shared memory (/dev/shm; a temporary directory where there
 is none) and pushes the new policy version; every request carries the version its rank holds, so the
 server refuses a stale request and the client refuses an answer of another version: nothing sampled under
-other weights is trained on. Merged weights are pushed, not LoRA adapters: vLLM's multi-LoRA batches run
-at about 60% of the speed of plain weights on the CPU build (docs/results.md), and a push is one file
-write per agent per step.
+other weights is trained on. Merged weights are pushed, not LoRA adapters: with vLLM's multi-LoRA the CPU
+build generated about half the tokens/s of merged-weight pushes, the pushes included (1.95x,
+docs/results.md), and a push is one file write per agent per step.
 
 Faults: a server that cannot start is one warning and the hf engine (on every rank, so the ranks agree);
 one that stops answering mid-run raises `RolloutServerError` naming it (the run guard adds the intact
@@ -36,9 +36,9 @@ from typing import Any
 
 import torch
 
-from comlrl.engines.vllm_engine import agent_weights, generate_by_agent, several_processes
+from comlrl.engines.vllm_engine import PushedWeights, generate_by_agent, several_processes
 from comlrl.engines.vllm_runner import Completion, Sampling, VLLMUnavailable
-from comlrl.errors import RunStopped
+from comlrl.errors import ConfigError, RunStopped
 from comlrl.policy import AgentPolicies, LoraAgentsModule, Messages, Sample
 
 log = logging.getLogger(__name__)
@@ -147,18 +147,7 @@ class ServerEngine:
         self.pushes = 0
         self.push_seconds = 0.0
         self.start_seconds = 0.0  # starting (or reaching) the server, set by build_server_engine
-
-    def _check_model(self) -> None:
-        health = self.client.call("/health", timeout=30)
-        cfg = self.policies.cfg
-        need = cfg.max_prompt_tokens + cfg.max_new_tokens
-        if os.path.realpath(health["model"]) != os.path.realpath(self.policies.paths[0]):
-            raise RolloutServerError(f"the rollout server {self.client.url} serves {health['model']}, but the "
-                                     f"agents are {self.policies.paths[0]} (start it with this run's config)")
-        if int(health["max_model_len"]) < need:
-            raise RolloutServerError(f"the rollout server {self.client.url} holds {health['max_model_len']} "
-                                     f"tokens per sequence; this run needs {need} (max_prompt_tokens + "
-                                     "max_new_tokens: start it with this run's config)")
+        self.weights = PushedWeights(policies)
 
     def _push(self) -> None:
         """Every agent's current weights as one file each, then the new version; the old files go after the
@@ -170,8 +159,7 @@ class ServerEngine:
         files = {}
         for agent in range(self.policies.num_agents):
             path = self.workdir / f"v{self.version}-agent{agent}.safetensors"
-            save_file({n: t.detach().to("cpu").contiguous() for n, t in agent_weights(self.policies, agent)},
-                      str(path))
+            save_file({n: t.detach().to("cpu").contiguous() for n, t in self.weights.of(agent)}, str(path))
             files[str(agent)] = str(path)
         self.client.call("/push", {"version": self.version, "files": files, "whole_model": whole})
         for old in self.workdir.glob("v*-agent*.safetensors"):
@@ -192,13 +180,19 @@ class ServerEngine:
 
     def generate(self, requests: list[tuple[int, Messages]], num_samples: int, greedy: bool = False,
                  stop_strings: Sequence[str] | None = None) -> list[list[Sample]]:
-        if self.pusher and self._pushed != self.version:
+        if self.pusher and self._pushed != self.version:  # no weights_changed yet (an evaluation-only build)
             self._push()
         return generate_by_agent(self.policies, requests, num_samples, greedy, stop_strings, self._last_agent,
                                  self._run)
 
     def weights_changed(self) -> None:
+        """Every rank calls this at the same point (after an optimizer step or a checkpoint load): the pusher
+        pushes now, not at its next request, since the other ranks may ask first (a rank with no problem
+        to evaluate asks nothing, and would leave the others waiting for the version)."""
         self.version += 1
+        self.weights.refresh()  # ZeRO-3: every rank gathers here, together (only the pusher writes)
+        if self.pusher:
+            self._push()
 
     def idle(self) -> None:
         pass
@@ -231,6 +225,21 @@ def _all_gather(obj: Any) -> list[Any]:
     return out
 
 
+def check_server(client: ServerClient, policies: AgentPolicies) -> None:
+    """The server serves the agents' model with room for their sequences: else a config error (a server
+    started from another config), since its answers would not be this run's policy."""
+    health = client.call("/health", timeout=30)
+    cfg = policies.cfg
+    need = cfg.max_prompt_tokens + cfg.max_new_tokens
+    if os.path.realpath(health["model"]) != os.path.realpath(policies.paths[0]):
+        raise ConfigError(f"config error: rollout.server.url={client.url} serves {health['model']}, but the agents "
+                          f"are {policies.paths[0]} (start it with this run's config: comlrl-serve --config ...)")
+    if int(health["max_model_len"]) < need:
+        raise ConfigError(f"config error: rollout.server.url={client.url} holds {health['max_model_len']} tokens "
+                          f"per sequence; this run needs {need} (model.max_prompt_tokens + model.max_new_tokens: "
+                          "start it with this run's config)")
+
+
 def build_server_engine(policies: AgentPolicies, settings: Any, server: Any, seed: int) -> ServerEngine:
     """The server engine of this rank (module docstring); VLLMUnavailable when a server cannot be started
     or reached, raised on every rank alike so that they all fall back together."""
@@ -240,34 +249,32 @@ def build_server_engine(policies: AgentPolicies, settings: Any, server: Any, see
     rank = torch.distributed.get_rank() if several_processes() else 0
     local_rank = _local_rank()
     starts = server.url is None and local_rank == 0  # one server per machine, started by its local rank 0
-    workdir = Path(tempfile.mkdtemp(prefix="comlrl-rollout-", dir=weights_root())) if (starts or rank == 0) else None
-    proc, url, error, log_path = None, server.url, None, None
+    pusher = starts or (server.url is not None and rank == 0)
+    workdir = Path(tempfile.mkdtemp(prefix="comlrl-rollout-", dir=weights_root())) if pusher else None
+    proc, url, log_path, error = None, server.url, None, None
     if starts:
         try:
             proc, url, log_path = start_server(policies, settings, seed, workdir, server.start_timeout_s)
         except VLLMUnavailable as exc:
             error = str(exc)
-    # every rank learns its machine's URL (ranks are numbered machine by machine) and every rank's error
-    gathered = _all_gather((url, error))
-    errors = [e for _, e in gathered if e]
-    if errors:
+    if server.url is None:  # every rank learns its machine's URL (ranks are numbered machine by machine)
+        gathered = _all_gather((url, error))
+        url, error = gathered[rank - local_rank][0], next((e for _, e in gathered if e), None)
+    if error is None:
+        try:  # a server of another config is a config error on every rank (they all ask the same one)
+            check_server(ServerClient(url, proc, log_path), policies)
+        except RolloutServerError as exc:  # not reachable
+            error = str(exc)
+    error = next((e for e in _all_gather(error) if e), None)  # one rank's failure: every rank falls back
+    if error is not None:
         if proc is not None:
             proc.kill()
+            proc.wait()
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
-        raise VLLMUnavailable(errors[0])
-    if server.url is None:
-        url = gathered[rank - local_rank][0]
-    client = ServerClient(url, proc, log_path)
-    engine = ServerEngine(policies, client, pusher=starts or (server.url is not None and rank == 0),
+        raise VLLMUnavailable(error)
+    engine = ServerEngine(policies, ServerClient(url, proc, log_path), pusher=pusher,
                           workdir=workdir or Path(tempfile.gettempdir()), owns_workdir=workdir is not None)
-    try:
-        engine._check_model()
-    except RolloutServerError as exc:
-        if server.url is not None:
-            raise  # the user's server serves another model: a clear error, not a silent fallback
-        engine.close()
-        raise VLLMUnavailable(str(exc)) from exc
     engine.start_seconds = time.perf_counter() - t0
     log.info("rollout server %s serves this rank (%s; %.1f s)", url, "started here" if proc else "shared",
              engine.start_seconds)

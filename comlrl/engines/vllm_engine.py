@@ -29,7 +29,7 @@ from comlrl.policy import AgentPolicies, LoraAgentsModule, Messages, Sample, age
 
 log = logging.getLogger(__name__)
 
-__all__ = ["VLLMEngine", "VLLMUnavailable", "agent_order", "agent_weights", "generate_by_agent",
+__all__ = ["PushedWeights", "VLLMEngine", "VLLMUnavailable", "agent_order", "agent_weights", "generate_by_agent",
            "merged_lora_weights", "several_processes"]
 
 
@@ -57,6 +57,61 @@ def agent_weights(policies: AgentPolicies, agent: int) -> list[tuple[str, torch.
     if isinstance(module, LoraAgentsModule):
         return merged_lora_weights(module, agent)
     return [(n, p.detach()) for n, p in module.models[agent].named_parameters()]
+
+
+def partitioned(policies: AgentPolicies) -> bool:
+    """The agents' parameters are partitioned over the ranks (DeepSpeed ZeRO-3): a push must gather them."""
+    return any(hasattr(p, "ds_id") for p in policies.module.parameters())
+
+
+def gathered_weights(policies: AgentPolicies) -> dict[int, list[tuple[str, torch.Tensor]]]:
+    """Every agent's push (as `agent_weights`) under ZeRO-3, gathered one layer at a time and kept on the
+    CPU: a gather is a collective, so every rank calls this at the same point (after an optimizer step),
+    never from a generate call (the ranks generate different trees, at their own pace)."""
+    import deepspeed
+
+    module, out = policies.module, {a: [] for a in range(policies.num_agents)}
+    with torch.no_grad():
+        if isinstance(module, LoraAgentsModule):
+            for path, layer in module.peft.base_model.model.named_modules():
+                if not isinstance(layer, LoraLayer):
+                    continue
+                names = [agent_name(a) for a in out if agent_name(a) in layer.lora_A]
+                params = [layer.get_base_layer().weight, *(w for n in names for w in
+                                                             (layer.lora_A[n].weight, layer.lora_B[n].weight))]
+                with deepspeed.zero.GatheredParameters(params):
+                    base = layer.get_base_layer().weight
+                    for a in out:
+                        if agent_name(a) in names:
+                            merged = base + layer.get_delta_weight(agent_name(a)).to(base.dtype)
+                            out[a].append((f"{path}.weight", merged.detach().to("cpu", copy=True)))
+        else:
+            for a, model in enumerate(module.models):
+                for name, param in model.named_parameters():
+                    with deepspeed.zero.GatheredParameters([param]):
+                        out[a].append((name, param.detach().to("cpu", copy=True)))
+    return out
+
+
+class PushedWeights:
+    """Where an engine takes an agent's weights from: the live modules, or under ZeRO-3 the snapshot that
+    `refresh` gathers on every rank after each optimizer step (and once after the model is prepared)."""
+
+    def __init__(self, policies: AgentPolicies) -> None:
+        self.policies = policies
+        self.snapshot: dict[int, list[tuple[str, torch.Tensor]]] | None = None
+        self.gathers = 0
+        self.gather_seconds = 0.0
+
+    def refresh(self) -> None:
+        if partitioned(self.policies):
+            t0 = time.perf_counter()
+            self.snapshot = gathered_weights(self.policies)
+            self.gathers += 1
+            self.gather_seconds += time.perf_counter() - t0
+
+    def of(self, agent: int) -> list[tuple[str, torch.Tensor]]:
+        return self.snapshot[agent] if self.snapshot is not None else agent_weights(self.policies, agent)
 
 
 def several_processes() -> bool:
@@ -113,6 +168,7 @@ class VLLMEngine:
                                  settings, external_launcher=several_processes(), sleeps=True)
         self.start_seconds = self.runner.start_seconds
         self._held: int | None = None  # the agent whose current weights the engine holds
+        self.weights = PushedWeights(policies)
         log.info("vllm engine ready in %.1f s", self.start_seconds)
 
     @property
@@ -128,7 +184,7 @@ class VLLMEngine:
     def _run(self, agent: int, prompts: list[list[int]], sampling: list[Sampling]) -> list[list[Completion]]:
         if self._held != agent:
             t0 = time.perf_counter()
-            self.runner.load(agent_weights(self.policies, agent),
+            self.runner.load(self.weights.of(agent),
                              whole_model=not isinstance(self.policies.module, LoraAgentsModule))
             self._held = agent
             log.debug("pushed agent %d in %.2f s", agent, time.perf_counter() - t0)
@@ -136,6 +192,7 @@ class VLLMEngine:
 
     def weights_changed(self) -> None:
         self._held = None
+        self.weights.refresh()  # ZeRO-3: every rank gathers here, together
 
     def generate(self, requests: list[tuple[int, Messages]], num_samples: int, greedy: bool = False,
                  stop_strings: Sequence[str] | None = None) -> list[list[Sample]]:

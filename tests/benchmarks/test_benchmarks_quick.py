@@ -81,23 +81,23 @@ def test_memory_quick(tmp_path: Path) -> None:
 
 
 def test_gpu_check_quick(tmp_path: Path) -> None:
-    """The GPU check's code paths on CPU (tiny architecture, float32): every stage trains all of a step's
-    completions (1 tree of N=2, G=4, T=2: 8 + 32), ZeRO-2 under accelerate's DeepSpeed launch."""
+    """The GPU check's code paths on CPU (tiny architecture, float32): its ZeRO-2 stage, under accelerate's
+    DeepSpeed launch, trains all of a step's completions (1 tree of N=2, G=4, T=2: 8 + 32)."""
     out = tmp_path / "g.json"
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    # the plain bf16 stage is the same child as bf16_ckpt without checkpointing (CI's 20 minutes)
+    # one stage (CI's 20 minutes): ZeRO-2's child is launched by accelerate, the bf16 stages' by the script
+    # itself with the same trainer code; checkpointing and the other paths run in the trainer tests
     res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), "--quick", "--out", str(out),
-                          "--stages", "bf16_ckpt,zero2"],
+                          "--stages", "zero2"],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     data = json.loads(out.read_text())
     assert data["ok"] is True and data["quick"] is True and data["environment"]["cuda"] is False
     assert data["model"]["arch"] == "tiny" and data["model"]["vocab_size"] == 151936  # past the tokenizer's 49152
-    assert set(data["stages"]) == {"bf16_ckpt", "zero2"}
-    for name, stage in data["stages"].items():
-        assert stage["ok"] and stage["device"] == "cpu" and stage["trained_completions"] == 40, name
-        assert 0 < stage["steps"][0]["gen_tokens"] <= 40 * 8 and stage["seconds_per_trained_completion"] > 0
-    assert data["stages"]["bf16_ckpt"]["gradient_checkpointing"] is True
-    assert data["stages"]["zero2"]["distributed_type"].endswith("DEEPSPEED")
+    assert set(data["stages"]) == {"zero2"}
+    stage = data["stages"]["zero2"]
+    assert stage["ok"] and stage["device"] == "cpu" and stage["trained_completions"] == 40
+    assert 0 < stage["steps"][0]["gen_tokens"] <= 40 * 8 and stage["seconds_per_trained_completion"] > 0
+    assert stage["distributed_type"].endswith("DEEPSPEED")
     last = json.loads(res.stdout.strip().splitlines()[-1])
     assert last["zero2"]["seconds_per_trained_completion"] == data["stages"]["zero2"]["seconds_per_trained_completion"]

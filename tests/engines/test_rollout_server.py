@@ -147,3 +147,21 @@ def test_a_server_that_is_gone_is_a_one_line_error_naming_it():
     client = ServerClient("http://127.0.0.1:9")  # discard port: nothing listens
     with pytest.raises(RolloutServerError, match=r"^the rollout server http://127.0.0.1:9 stopped answering \(/health"):
         client.call("/health", timeout=5)
+
+
+def test_a_server_of_another_config_is_a_config_error_naming_the_url(served):
+    """check_server reads the server's model and sequence room (the policies here are plain data)."""
+    from types import SimpleNamespace
+
+    from comlrl.engines.server_engine import check_server
+    from comlrl.errors import ConfigError
+
+    client = served[0]
+    cfg = SimpleNamespace(max_prompt_tokens=40, max_new_tokens=24)  # 64: what the server holds
+    check_server(client, SimpleNamespace(cfg=cfg, paths=["tiny"]))
+    with pytest.raises(ConfigError, match=rf"^config error: rollout.server.url={client.url} serves tiny, but the "
+                                          "agents are other"):
+        check_server(client, SimpleNamespace(cfg=cfg, paths=["other"]))
+    with pytest.raises(ConfigError, match="holds 64 tokens per sequence; this run needs 65"):
+        check_server(client, SimpleNamespace(cfg=SimpleNamespace(max_prompt_tokens=41, max_new_tokens=24),
+                                             paths=["tiny"]))
