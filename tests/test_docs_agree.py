@@ -19,12 +19,13 @@ def test_readme_architecture_and_the_zero3_config_agree_on_what_zero3_supports()
         text = _prose(path)
         assert "ZeRO-3" in text and "not supported" in text, path
         assert "ZeRO-3 is not supported" not in text, path  # it runs, in one process (the tests below)
-    for path in ("README.md", "docs/architecture.md"):
-        assert "ZeRO-3 runs in one process only, where it shards nothing" in _prose(path), path
-    # what tests/trainer/test_distributed.py checks: ZeRO-2 with two processes, ZeRO-3 with the config's one
+    for path in ("README.md", "docs/architecture.md", "configs/accelerate/deepspeed_zero3.yaml"):
+        assert "ZeRO-3 with several processes" in _prose(path) and "needs a vLLM engine" in _prose(path), path
+    # what the tests check: ZeRO-2 with two processes; ZeRO-3 with two and a vLLM engine per rank
     tests = (ROOT / "tests" / "trainer" / "test_distributed.py").read_text()
     assert re.search(r'deepspeed_zero2\.yaml",\s*"--num_processes", "2"', tests)
-    assert "num_processes: 1" in (ROOT / "configs" / "accelerate" / "deepspeed_zero3.yaml").read_text()
+    per_rank = (ROOT / "tests" / "engines" / "test_vllm_per_rank.py").read_text()
+    assert re.search(r'deepspeed_zero3\.yaml",\s*"--num_processes", "2"', per_rank)
 
 
 def test_every_documented_accelerate_launch_starts_several_processes() -> None:

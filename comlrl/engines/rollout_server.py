@@ -13,9 +13,10 @@ Protocol (JSON over HTTP on the host given, loopback by default):
   answered with other weights); one for a newer version waits for its push (another rank may push it).
 * `GET /health`: the model, the held version and the server's limits.
 
-One worker thread owns the engine and its state: pushes and generate requests queue, and the worker applies
-the pushes, refuses what is stale and serves everything that waits for the held version in one generate
-call per agent, so requests of several ranks for the same agent share a batch.
+One worker thread owns the engine and its state: pushes and generate requests queue; between engine steps
+the worker refuses what is stale and lets the requests of the held version for the running agent join the
+running batch (continuous batching: the ranks' requests share the engine's steps); pushes and requests for
+another agent wait until the running requests have finished.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ class _Item:
     done: threading.Event = field(default_factory=threading.Event)
     result: Any = None
     error: str | None = None
+    outputs: list[Any] = field(default_factory=list)  # generate: per prompt, filled as the engine finishes them
+    pending: int = 0
 
     def finish(self, result: Any = None, error: str | None = None) -> None:
         self.result, self.error = result, error
@@ -67,7 +70,11 @@ class _Item:
 
 class RolloutServer:
     """The server's state and worker (see module docstring); `runner` is a `VLLMRunner` (or anything with
-    its `load` and `generate`)."""
+    its `load`, `enqueue`, `step`, `busy` and `abort`).
+
+    Continuous batching: while the engine runs requests of one agent, new requests for that agent (and the
+    held version) join the running batch between engine steps; a push, or a request for another agent,
+    waits until the running requests have finished, so no answer mixes weights."""
 
     def __init__(self, runner: Any, model: str, max_model_len: int, push_wait_s: float = PUSH_WAIT_S) -> None:
         self.runner, self.model, self.max_model_len = runner, model, max_model_len
@@ -76,10 +83,12 @@ class RolloutServer:
         self.files: dict[int, str] = {}
         self.whole_model = False
         self.held: int | None = None  # the agent whose weights (at self.version) the engine holds
-        self.served = {"requests": 0, "batches": 0, "stale_refused": 0, "pushes": 0}
+        self.served = {"requests": 0, "joined_running_batch": 0, "stale_refused": 0, "pushes": 0}
         self._queue: list[_Item] = []
+        self._running: dict[str, tuple[_Item, int]] = {}  # engine request id -> (request, its prompt's index)
         self._cv = threading.Condition()
         self._closing = False
+        self._failed: str | None = None
         self._worker = threading.Thread(target=self._work, name="rollout-worker", daemon=True)
         self._worker.start()
 
@@ -87,6 +96,8 @@ class RolloutServer:
     def submit(self, kind: str, body: dict[str, Any]) -> Any:
         item = _Item(kind, body, time.monotonic() + self.push_wait_s)
         with self._cv:
+            if self._failed:
+                raise Refused(self._failed)
             self._queue.append(item)
             self._cv.notify_all()
         item.done.wait()
@@ -109,34 +120,63 @@ class RolloutServer:
                                     or i.deadline <= now for i in self._queue)
 
     def _work(self) -> None:
-        while True:
+        try:
+            self._loop()
+        except Exception as exc:  # a bug, not a request: fail what waits and everything after, loudly
+            log.exception("the rollout server's worker failed")
             with self._cv:
-                self._cv.wait_for(self._ready, timeout=1.0)
+                self._failed = f"the rollout server's worker failed: {type(exc).__name__}: {exc}"
+                for item in self._queue + [i for i, _ in self._running.values()]:
+                    item.finish(error=self._failed)
+                self._queue.clear()
+
+    def _loop(self) -> None:
+        while True:
+            busy = bool(self._running)
+            with self._cv:
+                if not busy:
+                    self._cv.wait_for(self._ready, timeout=1.0)
                 if self._closing:
-                    for item in self._queue:
+                    for item in self._queue + [i for i, _ in self._running.values()]:
                         item.finish(error="the rollout server is shutting down")
                     return
-                for push in [i for i in self._queue if i.kind == "push"]:
-                    self._queue.remove(push)
-                    self._apply_push(push)
-                batch = []
-                now = time.monotonic()
-                for item in list(self._queue):
-                    v = verdict(item.body["version"], self.version)
-                    if v == "stale":
-                        self.served["stale_refused"] += 1
-                        item.finish(error=f"stale request: policy version {item.body['version']}, the server "
-                                          f"holds version {self.version}")
-                    elif v == "wait" and item.deadline <= now:
-                        item.finish(error=f"policy version {item.body['version']} was never pushed "
-                                          f"(waited {self.push_wait_s:.0f} s; the server holds {self.version})")
-                    elif v == "serve":
-                        batch.append(item)
-                    else:
-                        continue
-                    self._queue.remove(item)
-            if batch:
-                self._serve(batch)
+                if not busy:  # versions change only between batches
+                    for push in [i for i in self._queue if i.kind == "push"]:
+                        self._queue.remove(push)
+                        self._apply_push(push)
+                joining = self._take_joining(busy)
+            if joining:
+                self._start(joining, busy)
+            if self._running:
+                self._step()
+
+    def _take_joining(self, busy: bool) -> list[_Item]:
+        """Refuse what is stale or waited too long; take the requests that run now: those of the held
+        version for the running agent (busy), or for one agent (idle: the held one first)."""
+        now, ready = time.monotonic(), []
+        for item in [i for i in self._queue if i.kind == "generate"]:
+            v = verdict(item.body["version"], self.version)
+            if v == "stale":
+                self.served["stale_refused"] += 1
+                item.finish(error=f"stale request: policy version {item.body['version']}, the server "
+                                  f"holds version {self.version}")
+            elif v == "wait" and item.deadline <= now:
+                item.finish(error=f"policy version {item.body['version']} was never pushed "
+                                  f"(waited {self.push_wait_s:.0f} s; the server holds {self.version})")
+            elif v == "serve":
+                ready.append(item)
+                continue
+            else:
+                continue
+            self._queue.remove(item)
+        if not ready:
+            return []
+        agents = {int(i.body["agent"]) for i in ready}
+        agent = self.held if busy else min(agents, key=lambda a: (a != self.held, a))
+        joining = [i for i in ready if int(i.body["agent"]) == agent]
+        for item in joining:
+            self._queue.remove(item)
+        return joining
 
     def _apply_push(self, item: _Item) -> None:
         version = int(item.body["version"])
@@ -149,35 +189,51 @@ class RolloutServer:
         self.served["pushes"] += 1
         item.finish({"version": version})
 
-    def _serve(self, batch: list[_Item]) -> None:
+    def _start(self, items: list[_Item], busy: bool) -> None:
         from comlrl.engines.vllm_runner import Sampling
 
-        agents = sorted({int(i.body["agent"]) for i in batch}, key=lambda a: (a != self.held, a))
-        for agent in agents:
-            items = [i for i in batch if int(i.body["agent"]) == agent]
+        agent = int(items[0].body["agent"])
+        for item in items:
             try:
                 if agent not in self.files:
                     raise Refused(f"agent {agent} has no weights in policy version {self.version}")
-                if self.held != agent:
+                if self.held != agent:  # only when idle: a running batch's agent is the held one
                     from safetensors.torch import load_file
 
                     self.runner.load(load_file(self.files[agent]).items(), whole_model=self.whole_model)
                     self.held = agent
-                prompts = [p for i in items for p in i.body["prompts"]]
-                sampling = [Sampling(**{**s, "stop": tuple(s["stop"]), "stop_token_ids": tuple(s["stop_token_ids"])})
-                            for i in items for s in i.body["sampling"]]
-                outs = self.runner.generate(prompts, sampling)
-            except Exception as exc:  # one bad request (or weights file) fails its requests, not the server
-                for i in items:
-                    i.finish(error=f"{type(exc).__name__}: {exc}")
+                prompts = item.body["prompts"]
+                sampling = [Sampling(**{**x, "stop": tuple(x["stop"]), "stop_token_ids": tuple(x["stop_token_ids"])})
+                            for x in item.body["sampling"]]
+                ids = self.runner.enqueue(prompts, sampling) if prompts else []
+            except Exception as exc:  # one bad request (or weights file) fails that request, not the server
+                item.finish(error=f"{type(exc).__name__}: {exc}")
                 continue
-            self.served["batches"] += 1
-            start = 0
-            for i in items:
-                n = len(i.body["prompts"])
+            item.outputs, item.pending = [None] * len(ids), len(ids)
+            item.result = {"version": self.version}
+            self.served["joined_running_batch"] += int(busy)
+            if not ids:
+                item.finish({"version": self.version, "outputs": []})
+            for index, rid in enumerate(ids):
+                self._running[rid] = (item, index)
+            busy = busy or bool(ids)
+
+    def _step(self) -> None:
+        try:
+            finished = self.runner.step()
+        except Exception as exc:  # the engine failed mid-batch: its requests fail, the server goes on
+            self.runner.abort(list(self._running))
+            for item in {id(i): i for i, _ in self._running.values()}.values():
+                item.finish(error=f"the engine failed: {type(exc).__name__}: {exc}")
+            self._running.clear()
+            return
+        for rid, completions in finished.items():
+            item, index = self._running.pop(rid)
+            item.outputs[index] = completions
+            item.pending -= 1
+            if item.pending == 0:
                 self.served["requests"] += 1
-                i.finish({"version": self.version, "outputs": outs[start:start + n]})
-                start += n
+                item.finish({**item.result, "outputs": item.outputs})
 
 
 def _handler(server: RolloutServer) -> type[BaseHTTPRequestHandler]:

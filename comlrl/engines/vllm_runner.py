@@ -7,6 +7,7 @@ knows about agents or policies: the callers decide whose weights to load and whi
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import time
@@ -59,6 +60,12 @@ def _repack_tied_output_layer(model: Any) -> None:
         head.quant_method.process_weights_after_loading(head)
 
 
+def _completions(out: Any) -> list[Completion]:
+    """A vLLM request output's completions: token ids, and their log-probs when they were asked for."""
+    return [(list(c.token_ids), None if c.logprobs is None else
+             [d[t].logprob for t, d in zip(c.token_ids, c.logprobs, strict=True)]) for c in out.outputs]
+
+
 def platform_is_cuda() -> bool:
     from vllm.platforms import current_platform
 
@@ -108,6 +115,7 @@ class VLLMRunner:
         finally:
             torch.set_num_threads = set_num_threads
         self.start_seconds = time.perf_counter() - t0
+        self._request_ids = itertools.count()
         self.loads = 0
         self.load_seconds = 0.0
 
@@ -133,9 +141,33 @@ class VLLMRunner:
         self.wake()
         outs = self.llm.generate([{"prompt_token_ids": p} for p in prompts], [s.to_vllm() for s in sampling],
                                  use_tqdm=False)
-        return [[(list(c.token_ids), None if c.logprobs is None else
-                  [d[t].logprob for t, d in zip(c.token_ids, c.logprobs, strict=True)]) for c in out.outputs]
-                for out in outs]
+        return [_completions(out) for out in outs]
+
+    # ---- continuous batching (the rollout server): requests join the running batch between steps -------
+    def enqueue(self, prompts: list[list[int]], sampling: list[Sampling]) -> list[str]:
+        """Add requests to what the engine runs; their ids, which `step` reports when they finish (ours: the
+        engine's outputs carry the id they were given, not the suffixed one `LLM.enqueue` returns)."""
+        from vllm.sampling_params import RequestOutputKind
+
+        self.wake()
+        ids = []
+        for prompt, s in zip(prompts, sampling, strict=True):
+            params = s.to_vllm()
+            params.output_kind = RequestOutputKind.FINAL_ONLY  # one output per request, when it is finished
+            ids.append(f"q{next(self._request_ids)}")
+            self.llm.llm_engine.add_request(ids[-1], {"prompt_token_ids": prompt}, params)
+        return ids
+
+    def step(self) -> dict[str, list[Completion]]:
+        """One engine step over every request it holds; the completions of the requests it finished."""
+        return {out.request_id: _completions(out) for out in self.llm.llm_engine.step() if out.finished}
+
+    def busy(self) -> bool:
+        """Requests are running: the weights must not change until they finish."""
+        return bool(self.llm.llm_engine.has_unfinished_requests())
+
+    def abort(self, request_ids: list[str]) -> None:
+        self.llm.llm_engine.abort_request(request_ids)
 
     def wake(self) -> None:
         if self._asleep:

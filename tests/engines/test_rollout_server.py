@@ -34,29 +34,54 @@ def test_verdict(requested, held, want):
 
 
 class Recorder:
-    """Stands in for VLLMRunner: the completion of a prompt is [agent's weight value, version tag, *prompt]."""
+    """Stands in for VLLMRunner: every request takes `steps` engine steps of `delay` seconds; the completion
+    of a prompt is [the loaded agent weight, *prompt], n times."""
 
-    def __init__(self, delay: float = 0.0) -> None:
+    def __init__(self, delay: float = 0.05, steps: int = 4) -> None:
         self.weight = None
         self.loads: list[float] = []
-        self.calls: list[int] = []  # prompts per generate call
-        self.delay = delay
+        self.step_sizes: list[int] = []  # requests in each engine step
+        self.delay, self.steps = delay, steps
+        self._running: dict[str, list] = {}  # id -> [steps left, completion]
+        self._ids = 0
 
     def load(self, weights, whole_model: bool) -> None:
+        assert not self._running, "weights changed under running requests"
         self.weight = float(dict(weights)["w"])
         self.loads.append(self.weight)
 
-    def generate(self, prompts, sampling):
-        assert all(isinstance(s, Sampling) for s in sampling)
-        self.calls.append(len(prompts))
+    def enqueue(self, prompts, sampling):
+        assert all(isinstance(x, Sampling) for x in sampling)
+        ids = []
+        for prompt, x in zip(prompts, sampling, strict=True):
+            self._ids += 1
+            self._running[f"r{self._ids}"] = [self.steps, [([int(self.weight), *prompt], None)] * x.n]
+            ids.append(f"r{self._ids}")
+        return ids
+
+    def step(self):
+        self.step_sizes.append(len(self._running))
         time.sleep(self.delay)
-        return [[([int(self.weight), *p], None)] * s.n for p, s in zip(prompts, sampling, strict=True)]
+        done = {}
+        for rid, state in list(self._running.items()):
+            state[0] -= 1
+            if state[0] == 0:
+                done[rid] = state[1]
+                del self._running[rid]
+        return done
+
+    def busy(self) -> bool:
+        return bool(self._running)
+
+    def abort(self, ids) -> None:
+        for rid in ids:
+            self._running.pop(rid, None)
 
 
 @pytest.fixture
 def served(tmp_path):
     """A recorder behind a real HTTP server on a free loopback port: (client, recorder, push, state)."""
-    rec = Recorder(delay=0.2)
+    rec = Recorder()
     httpd, state, url = rollout_server.make_server(rec, "tiny", 64, "127.0.0.1", 0, push_wait_s=1.0)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     client = ServerClient(url)
@@ -115,22 +140,26 @@ def test_a_version_never_pushed_is_refused_after_the_wait(served):
         _ask(client, 4, 0, [[1]])
 
 
-def test_requests_of_two_ranks_for_one_agent_share_a_batch(served):
+def test_requests_of_other_ranks_join_the_running_batch_and_another_agent_waits_for_it(served):
     client, rec, push, state = served
     push(0, {0: 3.0, 1: 4.0})
-    outs: list = [None] * 3
-    # one request keeps the engine busy; the two that arrive meanwhile (two ranks, same agent) go together
-    threads = [threading.Thread(target=lambda i=i, p=p: outs.__setitem__(i, _ask(client, 0, 0, p)))
-               for i, p in enumerate([[[1]], [[2], [3]], [[4]]])]
-    threads[0].start()
-    time.sleep(0.1)
-    threads[1].start()
-    threads[2].start()
-    for t in threads:
+    outs: dict = {}
+
+    def ask(key, agent, prompts):
+        outs[key] = _ask(client, 0, agent, prompts)["outputs"]
+
+    first = threading.Thread(target=ask, args=("a", 0, [[1]]))
+    first.start()  # rank 0's request runs; rank 1's (same agent) and another agent's arrive meanwhile
+    time.sleep(0.08)
+    others = [threading.Thread(target=ask, args=("b", 0, [[2], [3]])), threading.Thread(target=ask, args=("c", 1, [[4]]))]
+    for t in [*others]:
+        t.start()
+    for t in [first, *others]:
         t.join(10)
-    assert [o["outputs"] for o in outs] == [[[[[3, 1], None]]], [[[[3, 2], None]], [[[3, 3], None]]],
-                                            [[[[3, 4], None]]]]
-    assert rec.calls == [1, 3] and state.served["batches"] == 2 and state.served["requests"] == 3
+    assert outs == {"a": [[[[3, 1], None]]], "b": [[[[3, 2], None]], [[[3, 3], None]]], "c": [[[[4, 4], None]]]}
+    assert max(rec.step_sizes) == 3  # rank 1's two prompts ran in the same engine steps as rank 0's one
+    assert rec.loads == [3.0, 4.0]  # agent 1 was loaded only after agent 0's requests had finished
+    assert state.served["joined_running_batch"] == 1 and state.served["requests"] == 3
 
 
 def test_health_names_the_model_and_bad_requests_get_400(served):
@@ -165,3 +194,18 @@ def test_a_server_of_another_config_is_a_config_error_naming_the_url(served):
     with pytest.raises(ConfigError, match="holds 64 tokens per sequence; this run needs 65"):
         check_server(client, SimpleNamespace(cfg=SimpleNamespace(max_prompt_tokens=41, max_new_tokens=24),
                                              paths=["tiny"]))
+
+
+def test_a_worker_that_fails_fails_every_request_instead_of_hanging(served):
+    client, rec, push, _ = served
+    push(0, {0: 1.0})
+
+    def broken(*args):
+        raise RuntimeError("engine bug")
+
+    rec.step = broken  # a failure outside any one request (a bug in the server, say): nothing may hang on it
+    rec.abort = broken
+    with pytest.raises(RolloutServerError, match="the rollout server's worker failed: RuntimeError: engine bug"):
+        _ask(client, 0, 0, [[1]])
+    with pytest.raises(RolloutServerError, match="worker failed"):
+        _ask(client, 0, 0, [[1]])  # and every later request, at once

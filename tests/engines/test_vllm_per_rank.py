@@ -18,9 +18,11 @@ LAUNCHERS = {
             {"ACCELERATE_USE_CPU": "true"}),
     "zero2": ([str(VENV_BIN / "accelerate"), "launch", "--config_file", "configs/accelerate/deepspeed_zero2.yaml",
                "--num_processes", "2"], {"DS_ACCELERATOR": "cpu"}),
-    # partitioned parameters: every push is gathered, layer by layer, on both ranks at once
-    "zero3": ([str(VENV_BIN / "accelerate"), "launch", "--config_file", "configs/accelerate/deepspeed_zero3.yaml",
-               "--num_processes", "2"], {"DS_ACCELERATOR": "cpu"}),
+    # partitioned parameters: every push is gathered, layer by layer, on both ranks at once; the config by
+    # its absolute path, launched from another directory (it holds no relative path)
+    "zero3": ([str(VENV_BIN / "accelerate"), "launch", "--config_file",
+               str(ROOT / "configs" / "accelerate" / "deepspeed_zero3.yaml"), "--num_processes", "2"],
+              {"DS_ACCELERATOR": "cpu"}),
 }
 
 
@@ -32,7 +34,8 @@ def test_every_rank_runs_its_own_engine_on_its_own_trees_and_serves_the_same_pol
     engines = "vllm" if launcher == "zero3" else "vllm,hf"
     res = subprocess.run([*cmd, str(ROOT / "benchmarks" / "ranks_step.py"), "--quick", "--engines", engines,
                           "--out", str(out), "rollout.vllm.kv_cache_gib=1"],  # two engines' KV caches side by side
-                         cwd=ROOT, env={**env(), **extra}, capture_output=True, text=True, timeout=1500)
+                         cwd=tmp_path if launcher == "zero3" else ROOT, env={**env(), **extra}, capture_output=True,
+                         text=True, timeout=1500)
     assert res.returncode == 0, res.stderr[-4000:]
     assert "using the hf engine" not in res.stderr  # every rank's vllm engine started
     data = json.loads(out.read_text())
@@ -97,4 +100,5 @@ def test_zero3_with_several_processes_refuses_the_hf_engine_in_one_line(tmp_path
     assert res.returncode != 0
     assert ("config error: DeepSpeed ZeRO-3 with 2 processes needs rollout.engine=vllm or vllm_server"
             in res.stderr), res.stderr[-3000:]
-    assert "Traceback" not in res.stderr and not run.exists()
+    # one line from each rank, no traceback of the trainer's (accelerate's launcher adds its own)
+    assert "comlrl/components.py" not in res.stderr and not run.exists()
