@@ -25,7 +25,7 @@ def test_readme_architecture_and_the_zero3_config_agree_on_what_zero3_supports()
     tests = (ROOT / "tests" / "trainer" / "test_distributed.py").read_text()
     assert re.search(r'deepspeed_zero2\.yaml",\s*"--num_processes", "2"', tests)
     per_rank = (ROOT / "tests" / "engines" / "test_vllm_per_rank.py").read_text()
-    assert re.search(r'deepspeed_zero3\.yaml",\s*"--num_processes", "2"', per_rank)
+    assert re.search(r'"deepspeed_zero3\.yaml"\),\s*"--num_processes", "2"', per_rank)
 
 
 def test_every_documented_accelerate_launch_starts_several_processes() -> None:

@@ -130,7 +130,8 @@ def test_a_run_whose_server_dies_stops_with_one_line_and_its_checkpoint_resumes(
     line naming the server and the intact checkpoint, from which --resume finishes the run."""
     run = tmp_path / "run"
     args = ["--config", "configs/align_T2_G4.yaml", *TINY, "rollout.engine=vllm_server",
-            "rollout.vllm.kv_cache_gib=1", "training.steps=3", "training.save_every=1"]
+            "rollout.vllm.kv_cache_gib=1", "training.steps=3", "training.save_every=1",
+            "evaluation.samples=0", "evaluation.probe_problems=0"]  # greedy evaluations: the stop is what is tested
     proc = subprocess.Popen([sys.executable, str(ENTRY), *args, f"training.output_dir={run}"], cwd=ROOT, env=env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -119,7 +119,7 @@ def test_measurement_scores_in_the_sandbox_and_early_exits_never_pass() -> None:
         "import os\ndef add(a, b):\n    os._exit(0)\n",  # exits from inside the first assert
         "def add(a, b):\n    raise SystemExit(0)\n",
         "import atexit, os\natexit.register(lambda: os._exit(0))\ndef add(a, b):\n    return 0\n",
-        "import time\ndef add(a, b):\n    time.sleep(30)\n",
+        "def add(a, b):\n    while True:\n        pass\n",  # never returns: the CPU limit ends it
     ]
     with measure_sandbox() as box:
         task = CodeSingleTask(box)
