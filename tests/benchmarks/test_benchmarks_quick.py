@@ -81,23 +81,23 @@ def test_memory_quick(tmp_path: Path) -> None:
 
 
 def test_gpu_check_quick(tmp_path: Path) -> None:
-    """The GPU check's code paths on CPU (tiny architecture, float32): its ZeRO-2 stage, under accelerate's
-    DeepSpeed launch, trains all of a step's completions (1 tree of N=2, G=4, T=2: 8 + 32)."""
+    """The GPU check's code paths on CPU (tiny architecture, float32): its bf16 + gradient-checkpointing stage
+    trains all of a step's completions (1 tree of N=2, G=4, T=2: 8 + 32). One stage (CI's 20 minutes): the
+    ZeRO-2 stage, a launch of the same trainer under accelerate's DeepSpeed plugin, costs 40 s here; it ran
+    on the lent H200 (docs/results.md) and DeepSpeed's launch runs in the trainer's two-process tests."""
     out = tmp_path / "g.json"
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    # one stage (CI's 20 minutes): ZeRO-2's child is launched by accelerate, the bf16 stages' by the script
-    # itself with the same trainer code; checkpointing and the other paths run in the trainer tests
     res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), "--quick", "--out", str(out),
-                          "--stages", "zero2"],
+                          "--stages", "bf16_ckpt"],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     data = json.loads(out.read_text())
     assert data["ok"] is True and data["quick"] is True and data["environment"]["cuda"] is False
     assert data["model"]["arch"] == "tiny" and data["model"]["vocab_size"] == 151936  # past the tokenizer's 49152
-    assert set(data["stages"]) == {"zero2"}
-    stage = data["stages"]["zero2"]
+    assert set(data["stages"]) == {"bf16_ckpt"}
+    stage = data["stages"]["bf16_ckpt"]
     assert stage["ok"] and stage["device"] == "cpu" and stage["trained_completions"] == 40
     assert 0 < stage["steps"][0]["gen_tokens"] <= 40 * 8 and stage["seconds_per_trained_completion"] > 0
-    assert stage["distributed_type"].endswith("DEEPSPEED")
+    assert stage["gradient_checkpointing"] is True
     last = json.loads(res.stdout.strip().splitlines()[-1])
-    assert last["zero2"]["seconds_per_trained_completion"] == data["stages"]["zero2"]["seconds_per_trained_completion"]
+    assert last["bf16_ckpt"]["seconds_per_trained_completion"] == stage["seconds_per_trained_completion"]
