@@ -7,6 +7,7 @@ production) that serves every training rank of `rollout.engine=vllm_server rollo
 The model, dtype, lengths and vLLM settings come from the run config, so the server fits the runs that use
 it. The trainer pushes its weights as files in /dev/shm: run the server on the machine that trains. One run
 at a time: a server holds one run's policy versions. Without a URL the trainer starts and stops its own.
+The server has no authentication (a push names files it loads): keep it on loopback, the default.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from comlrl.config import ConfigError, load_config
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", default=None, help="the run config the server is for (schema defaults without it)")
-    ap.add_argument("--host", default="127.0.0.1", help="address to listen on (default loopback)")
+    ap.add_argument("--host", default="127.0.0.1", help="address to listen on (default loopback; the server has no authentication)")
     ap.add_argument("--port", type=int, default=8100, help="0: a free port (the first line printed names it)")
     ap.add_argument("overrides", nargs="*", help="key=value overrides, as for comlrl-train")
     args = ap.parse_args(argv)
