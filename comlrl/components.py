@@ -18,7 +18,7 @@ import torch
 from comlrl.algorithms import Algorithm
 from comlrl.config import RunConfig, validate_threshold
 from comlrl.contracts import Task
-from comlrl.distributed import make_accelerator, uses_deepspeed
+from comlrl.distributed import make_accelerator, uses_deepspeed, uses_zero3
 from comlrl.errors import ConfigError
 from comlrl.rollout import Rollout
 
@@ -124,7 +124,7 @@ def build(cfg: RunConfig, for_training: bool = True, log_with: list[Any] | None 
             if ds.get("train_micro_batch_size_per_gpu", "auto") == "auto":
                 ds["train_micro_batch_size_per_gpu"] = 1
         model, optimizer = acc.prepare(policies.module, optimizer)
-        if uses_deepspeed(acc) and acc.state.deepspeed_plugin.zero_stage == 3 and acc.num_processes > 1:
+        if uses_zero3(acc) and acc.num_processes > 1:
             if engine.name == "hf":  # generate() on partitioned parameters: a gather every rank must join
                 raise ConfigError(
                     f"config error: DeepSpeed ZeRO-3 with {acc.num_processes} processes needs rollout.engine=vllm "

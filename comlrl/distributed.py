@@ -48,6 +48,11 @@ def uses_deepspeed(accelerator: Accelerator) -> bool:
     return accelerator.state.deepspeed_plugin is not None
 
 
+def uses_zero3(accelerator: Accelerator) -> bool:
+    """DeepSpeed ZeRO-3: parameters partitioned over the ranks, gathered in every forward."""
+    return uses_deepspeed(accelerator) and accelerator.state.deepspeed_plugin.zero_stage == 3
+
+
 def sum_over_ranks(accelerator: Accelerator, values: list[float]) -> list[float]:
     """Each position summed over ranks (every rank passes as many values, in the same order)."""
     if accelerator.num_processes == 1:

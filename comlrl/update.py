@@ -18,7 +18,7 @@ import torch
 from comlrl.advantages import AdvantageStats
 from comlrl.algorithms import MicroBatch, StepSize, Unit
 from comlrl.components import Components
-from comlrl.distributed import max_over_ranks, uses_deepspeed
+from comlrl.distributed import max_over_ranks, uses_deepspeed, uses_zero3
 from comlrl.loss import logprob_gap, step_normaliser, truncated_is_weights
 from comlrl.tree import Node
 
@@ -75,7 +75,7 @@ def train_units(comp: Components, units: list[Unit], groups: AdvantageStats, spa
     dummy = [Unit((samples[0] if samples else spare,))]
     trainable = [p for p in policies.trainable_parameters()]
     deepspeed = uses_deepspeed(acc)
-    zero3 = deepspeed and acc.state.deepspeed_plugin.zero_stage == 3
+    zero3 = uses_zero3(acc)
     sums = {k: 0.0 for name in algo.metrics for k in (name, f"{name}/n")}
 
     def logps_of(batch: list[Unit], **kw: Any) -> tuple[torch.Tensor, torch.Tensor]:

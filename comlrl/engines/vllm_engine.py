@@ -40,14 +40,15 @@ def merged_lora_weights(module: LoraAgentsModule, agent: int) -> list[tuple[str,
     inference engine's loader maps onto its own (fused) layers.
     """
     name = agent_name(agent)
-    out = []
     with torch.no_grad():
-        for path, layer in module.peft.base_model.model.named_modules():
-            if not isinstance(layer, LoraLayer) or name not in layer.lora_A:
-                continue
-            base = layer.get_base_layer().weight
-            out.append((f"{path}.weight", (base + layer.get_delta_weight(name).to(base.dtype)).detach()))
-    return out
+        return [(f"{path}.weight", _merged(layer, name)) for path, layer in module.peft.base_model.model.named_modules()
+                if isinstance(layer, LoraLayer) and name in layer.lora_A]
+
+
+def _merged(layer: LoraLayer, name: str) -> torch.Tensor:
+    """A LoRA layer's base weight plus adapter `name`'s delta (under no_grad)."""
+    base = layer.get_base_layer().weight
+    return (base + layer.get_delta_weight(name).to(base.dtype)).detach()
 
 
 def agent_weights(policies: AgentPolicies, agent: int) -> list[tuple[str, torch.Tensor]]:
@@ -80,11 +81,9 @@ def gathered_weights(policies: AgentPolicies) -> dict[int, list[tuple[str, torch
                 params = [layer.get_base_layer().weight, *(w for n in names for w in
                                                              (layer.lora_A[n].weight, layer.lora_B[n].weight))]
                 with deepspeed.zero.GatheredParameters(params):
-                    base = layer.get_base_layer().weight
                     for a in out:
                         if agent_name(a) in names:
-                            merged = base + layer.get_delta_weight(agent_name(a)).to(base.dtype)
-                            out[a].append((f"{path}.weight", merged.detach().to("cpu", copy=True)))
+                            out[a].append((f"{path}.weight", _merged(layer, agent_name(a)).to("cpu", copy=True)))
         else:
             for a, model in enumerate(module.models):
                 for name, param in model.named_parameters():
@@ -99,6 +98,8 @@ class PushedWeights:
 
     def __init__(self, policies: AgentPolicies) -> None:
         self.policies = policies
+        # full agents push whole models, whose tied output layer the engine must pack again
+        self.whole_model = not isinstance(policies.module, LoraAgentsModule)
         self.snapshot: dict[int, list[tuple[str, torch.Tensor]]] | None = None
         self.gathers = 0
         self.gather_seconds = 0.0
@@ -184,8 +185,7 @@ class VLLMEngine:
     def _run(self, agent: int, prompts: list[list[int]], sampling: list[Sampling]) -> list[list[Completion]]:
         if self._held != agent:
             t0 = time.perf_counter()
-            self.runner.load(self.weights.of(agent),
-                             whole_model=not isinstance(self.policies.module, LoraAgentsModule))
+            self.runner.load(self.weights.of(agent), whole_model=self.weights.whole_model)
             self._held = agent
             log.debug("pushed agent %d in %.2f s", agent, time.perf_counter() - t0)
         return self.runner.generate(prompts, sampling)
