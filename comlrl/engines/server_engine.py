@@ -39,7 +39,7 @@ import torch
 from comlrl.engines.vllm_engine import PushedWeights, generate_by_agent, several_processes
 from comlrl.engines.vllm_runner import Completion, Sampling, VLLMUnavailable
 from comlrl.errors import ConfigError, RunStopped
-from comlrl.policy import AgentPolicies, LoraAgentsModule, Messages, Sample
+from comlrl.policy import AgentPolicies, Messages, Sample
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +65,15 @@ class ServerClient:
         self.process = process
         self.log_path = log_path
 
-    def _fault(self, why: str) -> RolloutServerError:
+    def _fault(self, why: str, gone: bool = False) -> RolloutServerError:
+        """`gone`: the connection failed; a server process of ours that is dying gets a moment to exit, so the
+        error names its exit status (its socket closes before the process is reaped)."""
         parts = [f"the rollout server {self.url} {why}"]
+        if gone and self.process is not None:
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
         if self.process is not None and self.process.poll() is not None:
             parts.append(f"its process exited with status {self.process.returncode}")
         if self.log_path is not None:
@@ -86,7 +93,7 @@ class ServerClient:
                 why = ""
             raise self._fault(f"refused {path} (HTTP {exc.code}): {why}") from None
         except (OSError, ValueError) as exc:  # refused, reset, timed out, or not JSON
-            raise self._fault(f"stopped answering ({path}: {type(exc).__name__}: {exc})") from None
+            raise self._fault(f"stopped answering ({path}: {type(exc).__name__}: {exc})", gone=True) from None
 
 
 def _die_with_parent() -> None:
@@ -137,10 +144,9 @@ class ServerEngine:
 
     name = "vllm_server"
 
-    def __init__(self, policies: AgentPolicies, client: ServerClient, pusher: bool, workdir: Path,
-                 owns_workdir: bool) -> None:
-        self.policies, self.client, self.pusher = policies, client, pusher
-        self.workdir, self._owns_workdir = workdir, owns_workdir
+    def __init__(self, policies: AgentPolicies, client: ServerClient, workdir: Path | None) -> None:
+        """`workdir`: where this rank writes the weights it pushes; None on the ranks that do not push."""
+        self.policies, self.client, self.workdir = policies, client, workdir
         self.version = 0  # optimizer steps (and checkpoint loads) since the start: the same on every rank
         self._pushed: int | None = None
         self._last_agent: int | None = None
@@ -149,19 +155,25 @@ class ServerEngine:
         self.start_seconds = 0.0  # starting (or reaching) the server, set by build_server_engine
         self.weights = PushedWeights(policies)
 
+    @property
+    def pusher(self) -> bool:
+        """This rank writes and pushes the weights (it started the server, or is rank 0)."""
+        return self.workdir is not None
+
     def _push(self) -> None:
         """Every agent's current weights as one file each, then the new version; the old files go after the
         server has switched (it never reads them again)."""
         t0 = time.perf_counter()
         from safetensors.torch import save_file
 
-        whole = not isinstance(self.policies.module, LoraAgentsModule)
+        assert self.workdir is not None, "only the pushing rank pushes"
         files = {}
         for agent in range(self.policies.num_agents):
             path = self.workdir / f"v{self.version}-agent{agent}.safetensors"
-            save_file({n: t.detach().to("cpu").contiguous() for n, t in self.weights.of(agent)}, str(path))
+            save_file({n: t.to("cpu").contiguous() for n, t in self.weights.of(agent)}, str(path))
             files[str(agent)] = str(path)
-        self.client.call("/push", {"version": self.version, "files": files, "whole_model": whole})
+        self.client.call("/push", {"version": self.version, "files": files,
+                                   "whole_model": self.weights.whole_model})
         for old in self.workdir.glob("v*-agent*.safetensors"):
             if not old.name.startswith(f"v{self.version}-"):
                 old.unlink(missing_ok=True)
@@ -208,7 +220,7 @@ class ServerEngine:
                 proc.wait()
             if self.client.log_path is not None:
                 self.client.log_path.unlink(missing_ok=True)
-        if self._owns_workdir:
+        if self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
 
@@ -273,8 +285,7 @@ def build_server_engine(policies: AgentPolicies, settings: Any, server: Any, see
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
         raise VLLMUnavailable(error)
-    engine = ServerEngine(policies, ServerClient(url, proc, log_path), pusher=pusher,
-                          workdir=workdir or Path(tempfile.gettempdir()), owns_workdir=workdir is not None)
+    engine = ServerEngine(policies, ServerClient(url, proc, log_path), workdir)
     engine.start_seconds = time.perf_counter() - t0
     log.info("rollout server %s serves this rank (%s; %.1f s)", url, "started here" if proc else "shared",
              engine.start_seconds)
