@@ -192,6 +192,15 @@ class Task(ABC):
         small models cannot miss the format the reward checks (the function name, the code fence)."""
         return ""
 
+    def problem_label(self, problem: Any, index: int) -> str:
+        """How eval.jsonl names a problem: its task id (HumanEval-format problems), else its position."""
+        return problem.task_id if isinstance(problem, Problem) else str(index)
+
+    def problem_category(self, problem: Any) -> str:
+        """The group a problem's evaluation figures are also reported in (a benchmark's category, e.g.
+        BFCL's `simple_python`); "" for none."""
+        return ""
+
     def begin_rollout(self) -> None:
         """A new batch of trees starts: release what the previous one held (environment states)."""
         return None

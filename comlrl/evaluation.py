@@ -27,7 +27,6 @@ import torch
 from accelerate.utils import gather_object
 
 from comlrl.components import Components
-from comlrl.contracts import Problem
 from comlrl.distributed import sum_over_ranks
 from comlrl.metrics import Sums, TurnSums, turn_means, turn_sums
 from comlrl.paired import record_difference
@@ -56,6 +55,7 @@ class ProblemScore:
     set: str
     index: int  # position in its set: the pairing key (a run's split and probe are deterministic)
     task_id: str
+    category: str = ""  # the task's category of the problem (a benchmark's, e.g. BFCL's); "" for none
     greedy_pass: float | None = None  # 1.0 / 0.0: the greedy chain passed after the last turn
     greedy_reward: float | None = None  # mean reward over the greedy chain's turns
     sampled_pass: float | None = None  # share of the sampled chains that passed after the last turn
@@ -81,10 +81,6 @@ def chains(root: Node) -> list[list[tuple[Node, int]]]:
             node = node.children.get(0)
         out.append(chain)
     return out
-
-
-def _problem_label(problem: Any, index: int) -> str:
-    return problem.task_id if isinstance(problem, Problem) else str(index)
 
 
 def chain_stats(root: Node, outcome: Any) -> tuple[list[float], list[float], float, dict[str, float]]:
@@ -159,8 +155,8 @@ class Evaluator:
                 for i in range(len(self.sets[name]))[acc.process_index :: acc.num_processes]]
         problems = [self.sets[name][i] for name, i in mine]
         sums = {name: SetSums(self._turn_sums([]), self._turn_sums([])) for name in names}
-        scores = [dict(set=name, index=i, task_id=_problem_label(self.sets[name][i], i), samples=self.samples)
-                  for name, i in mine]
+        scores = [dict(set=name, index=i, task_id=task.problem_label(self.sets[name][i], i),
+                       category=task.problem_category(self.sets[name][i]), samples=self.samples) for name, i in mine]
         for kind, wanted in (("g", self.greedy), ("s", self.samples > 0)):
             if not (mine and wanted):
                 continue
@@ -197,6 +193,7 @@ class Evaluator:
             scores = [s for part in gather_object([mine]) for s in part] if acc.num_processes > 1 else mine
             scores.sort(key=lambda s: s.index)
             metrics.update(self._set_metrics(name, total, len(scores), num_turns))
+            metrics.update(category_metrics(PREFIX[name], scores))
             metrics.update(self._paired(name, scores, step))
             records += [s.record(step) for s in scores]
             if step == 0 or name not in self.baseline:
@@ -224,10 +221,39 @@ class Evaluator:
         out: dict[str, float] = {}
         first = {str(i): asdict(s) for i, s in base.items()}
         now = {str(s.index): asdict(s) for s in scores}
-        for attr, key in PAIRED.items():
-            d = record_difference(first, now, lambda r, attr=attr: r[attr], attr, fixed=name == "probe")
-            if d is None:
-                continue
-            out.update({f"{PREFIX[name]}{key}_delta": d.delta, f"{PREFIX[name]}{key}_delta_lo": d.lo,
-                        f"{PREFIX[name]}{key}_delta_hi": d.hi})
+        groups, categories = {"": set(now)}, by_category(scores)
+        if len(categories) > 1:  # one category: its figures are the set's
+            groups.update({f"category/{c}/": {str(s.index) for s in own} for c, own in categories.items()})
+        for group, keys in groups.items():
+            before = {k: v for k, v in first.items() if k in keys}
+            for attr, key in PAIRED.items():
+                d = record_difference(before, now, lambda r, attr=attr: r[attr], attr, fixed=name == "probe")
+                if d is None:
+                    continue
+                stem = f"{PREFIX[name]}{group}{key}"
+                out.update({f"{stem}_delta": d.delta, f"{stem}_delta_lo": d.lo, f"{stem}_delta_hi": d.hi})
         return out
+
+
+def by_category(scores: list[ProblemScore]) -> dict[str, list[ProblemScore]]:
+    """The scores of each named category, in first-seen order (none when the task names no categories)."""
+    out: dict[str, list[ProblemScore]] = {}
+    for s in scores:
+        if s.category:
+            out.setdefault(s.category, []).append(s)
+    return out
+
+
+def category_metrics(prefix: str, scores: list[ProblemScore]) -> dict[str, float]:
+    """Per category, its share of problems whose greedy chain passed and its mean sampled pass rate (BFCL's
+    accuracy per category, counted as the benchmark counts it: passed entries over entries), and its size."""
+    out: dict[str, float] = {}
+    for category, own in by_category(scores).items():
+        stem = f"{prefix}category/{category}/"
+        out[f"{stem}problems"] = len(own)
+        for key, values in (("pass_at_1", [s.greedy_pass for s in own]),
+                            ("sampled/pass_at_1", [s.sampled_pass for s in own])):
+            known = [v for v in values if v is not None]
+            if known:
+                out[stem + key] = statistics.fmean(known)
+    return out

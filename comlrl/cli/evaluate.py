@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
 
     quiet_console()  # before torch, transformers and vLLM are imported: some of it is read at import
     from comlrl.evaluation import Evaluator
-    from comlrl.run_report import paired_lines
+    from comlrl.run_report import category_lines, paired_lines
     from comlrl.trainer import build, evaluation_summary
 
     comp = build(cfg, for_training=False)
@@ -117,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     if sys.stderr.isatty():
         print("\r\033[K", end="", file=sys.stderr)
     print(f"{weights or 'base model'}: {evaluation_summary(metrics)} ({metrics['eval/seconds']:.0f} s)")
+    for line in category_lines(records):
+        print(line)
     if before_records:
         print(f"before = {args.against}, after = {weights or 'base model'}:")
         for line in paired_lines(before_records, records):

@@ -12,6 +12,7 @@ from comlrl.errors import ConfigError, not_allowed
 from comlrl.reward_funcs import RewardTerms
 from comlrl.tasks.actions import ActionsTask
 from comlrl.tasks.base import Problem, Task
+from comlrl.tasks.bfcl import BfclMultiTurnTask, BfclTask
 from comlrl.tasks.code.collab import CodeCollabTask
 from comlrl.tasks.code.common import CodeTask
 from comlrl.tasks.code.coop import CodeCoopTask
@@ -21,9 +22,10 @@ from comlrl.tasks.tool_agent import ToolAgentTask
 
 TASKS: dict[str, type[Task]] = {"code_collab": CodeCollabTask, "code_single": CodeSingleTask,
                                 "tool_agent": ToolAgentTask, "actions": ActionsTask, "code_coop": CodeCoopTask,
-                                "text": TextTask}
+                                "text": TextTask, "bfcl": BfclTask,
+                                "bfcl_multi_turn": BfclMultiTurnTask}
 
-__all__ = ["TASKS", "ActionsTask", "CodeCollabTask", "CodeCoopTask", "CodeSingleTask", "Problem", "Task", "TextTask", "ToolAgentTask",
+__all__ = ["TASKS", "ActionsTask", "BfclTask", "CodeCollabTask", "CodeCoopTask", "CodeSingleTask", "Problem", "Task", "TextTask", "ToolAgentTask",
            "build_task"]
 
 

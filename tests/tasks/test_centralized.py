@@ -416,7 +416,7 @@ def test_tasks_that_cannot_be_centralized_are_refused_in_one_line(name: str, why
         task.close()
     assert str(err.value) == (f"config error: algorithm.name=centralized is not allowed with task.name={name}: {why}; "
                               "expected a task whose agents write parts of one answer (code_collab, code_coop, "
-                              "text; 2 or more agents)")
+                              "text, bfcl; 2 or more agents)")
 
 
 def test_a_text_task_of_one_role_is_refused_and_of_two_accepted() -> None:

@@ -1,0 +1,327 @@
+"""task.name=bfcl_multi_turn: BFCL v4's stateful multi-turn entries on the turn tree, judged by BFCL's own
+multi-turn checker.
+
+Each BFCL user turn is a tree turn. The agents answer it with calls (the Python-call form of BFCL's prompt,
+comlrl/tasks/bfcl/calls.py); agent 0's calls run first, then agent 1's, against the benchmark's own backend
+classes, whose instances live on the tree path (`Node.state`, a `TurnState`: comlrl/tasks/bfcl/environment.py),
+so sibling joint actions diverge and a child continues from its parent's state. The task is its own
+transition: each agent's chat goes on with its own reply, then one user message with the turn's results as
+BFCL shows them to prompting models (every agent's calls, in the order they ran) and the next user turn.
+
+Reward of a joint action (one user turn):
+
+    1.0            BFCL's multi_turn_checker accepts the trajectory through this user turn (states and
+                   execution results against the ground truth truncated to the turns answered)
+  + format_reward  some call decoded, on a turn whose ground truth has calls
+  - error_penalty x the share of this turn's calls that failed (unknown function, wrong arguments, an
+                   exception or an `{"error": ...}` answer of a backend, a timeout)
+
+Bad output is an observation and a low reward, never an exception. All execution and every verdict run in
+one scoring process with a time limit per joint action (comlrl/tasks/bfcl/scorer.py); a joint action that
+runs past `step_timeout_s` changes nothing (its calls' result reads "execution timed out", the same user
+turn is asked again) and scores -error_penalty. A tree turn past the entry's last user turn runs nothing,
+scores 0 and reports the entry's final verdict as its pass, so an evaluation chain's last node carries it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from comlrl.contracts import Continuation, JointTurn, Messages, Task, TaskConfig, Transition
+from comlrl.errors import ConfigError, require
+from comlrl.tasks.bfcl import prompts
+from comlrl.tasks.bfcl.calls import decode
+from comlrl.tasks.bfcl.checker import Verdict
+from comlrl.tasks.bfcl.data import MULTI_TURN_CATEGORIES, BfclProblem, load_category
+from comlrl.tasks.bfcl.environment import (
+    MULTI_TURN_CLASSES,
+    TIMED_OUT,
+    StepOutcome,
+    StepRequest,
+    TurnState,
+    advanced,
+    fresh_instances,
+    run_step,
+    tool_results,
+    unchanged,
+    warm_up,
+)
+from comlrl.tasks.bfcl.scorer import Failed, Scorer
+from comlrl.tasks.bfcl.task import _check_common
+from comlrl.tasks.datasets import DatasetConfig, DatasetError, split_problems
+
+NO_MORE_REQUESTS = "The user has no further requests. Reply with an empty list: []"
+
+
+@dataclass
+class BfclMultiTurnConfig:
+    """Options of task.name=bfcl_multi_turn (docs/bfcl.md)."""
+
+    categories: list[str] = field(default_factory=lambda: ["multi_turn_base"])  # BFCL multi-turn categories
+    roles: list[str] = field(default_factory=lambda: ["caller"])  # one per agent (= magrpo.num_agents)
+    docs: str = "compact"  # function documents: compact (one line each) | json (BFCL's own, ~7k tokens for two classes)
+    max_user_turns: int | None = None  # entries with more user turns are left out; null = magrpo.num_turns
+    classes: list[str] | None = None  # keep entries whose involved classes are all listed; null = all
+    step_timeout_s: float = 10.0  # per joint action (its calls and the checker); past it: "execution timed out"
+    format_reward: float = 0.1  # some call decoded on a turn whose ground truth has calls
+    error_penalty: float = 0.1  # x the share of the turn's calls that failed
+
+
+@dataclass(frozen=True)
+class BfclTurnReward:
+    """One joint action's reward (the `Reward` contract): the checker's verdict through this user turn."""
+
+    total: float
+    components: dict[str, float]
+    verdict: Verdict | None
+    passed: bool
+    results: tuple[str, ...] = ()  # per agent, its calls and their results ("call -> result" lines)
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def all_passed(self) -> bool:
+        return self.passed
+
+    @property
+    def scored(self) -> tuple[str, ...]:
+        return self.results
+
+
+def _lines(pairs: Sequence[tuple[str, str]]) -> str:
+    return "\n".join(f"{call} -> {result[:200]}" for call, result in pairs)
+
+
+class BfclMultiTurnTask(Task):
+    """BFCL v4 multi-turn categories on the turn tree, judged by BFCL's multi-turn checker (docs/bfcl.md)."""
+
+    num_agents = 1
+    role_names = ["caller"]
+    outcome_names = ("decoded", "turn_passed")
+    options_type = BfclMultiTurnConfig  # task.bfcl_multi_turn.*
+    centralizable = False  # each agent's calls act on the environment in its own order and it reads its own chat
+
+    def __init__(self, options: BfclMultiTurnConfig | None = None, *, scorer: Scorer | None = None) -> None:
+        self.cfg = options or BfclMultiTurnConfig()
+        self.role_names = list(self.cfg.roles)
+        self.num_agents = len(self.role_names)
+        self.format_reward = float(self.cfg.format_reward)
+        self.error_penalty = float(self.cfg.error_penalty)
+        self.reward_range = (-self.error_penalty, 1.0 + self.format_reward)
+        self.scorer = scorer or Scorer(timeout_s=float(self.cfg.step_timeout_s), warm_up=warm_up)
+        self._fresh: dict[str, bytes] = {}  # task id -> its instances before any call
+        self._seen = {"timeouts": 0, "starts": 0, "deaths": 0}
+
+    @classmethod
+    def validate_options(cls, options: BfclMultiTurnConfig) -> None:
+        """task.bfcl_multi_turn.*: known categories and classes, a role per agent, a doc style, numbers in range."""
+        o = options
+        if not o.categories or any(c not in MULTI_TURN_CATEGORIES for c in o.categories):
+            raise ConfigError(f"config error: task.bfcl_multi_turn.categories={list(o.categories)!r} is not allowed; "
+                              f"expected some of: {', '.join(MULTI_TURN_CATEGORIES)} (single-turn: task.name=bfcl)")
+        _check_common("task.bfcl_multi_turn", o.roles, {"format_reward": o.format_reward,
+                                                        "error_penalty": o.error_penalty})
+        require(o.docs in prompts.DOC_STYLES, "task.bfcl_multi_turn.docs", o.docs, " or ".join(prompts.DOC_STYLES))
+        require(o.max_user_turns is None or o.max_user_turns >= 1, "task.bfcl_multi_turn.max_user_turns",
+                o.max_user_turns, "an integer >= 1 or null (= magrpo.num_turns)")
+        require(o.classes is None or (bool(o.classes) and all(c in MULTI_TURN_CLASSES for c in o.classes)),
+                "task.bfcl_multi_turn.classes", o.classes, f"null or some of: {', '.join(MULTI_TURN_CLASSES)}")
+        require(math.isfinite(o.step_timeout_s) and o.step_timeout_s > 0, "task.bfcl_multi_turn.step_timeout_s",
+                o.step_timeout_s, "a number of seconds > 0")
+
+    @classmethod
+    def resolve_options(cls, options: BfclMultiTurnConfig, num_turns: int) -> BfclMultiTurnConfig:
+        return options if options.max_user_turns is not None else replace(options, max_user_turns=num_turns)
+
+    @classmethod
+    def agents_for(cls, task_cfg: TaskConfig) -> int:
+        return len((task_cfg.options() or BfclMultiTurnConfig()).roles)
+
+    @classmethod
+    def roles_for(cls, task_cfg: TaskConfig) -> list[str]:
+        return list((task_cfg.options() or BfclMultiTurnConfig()).roles)
+
+    @classmethod
+    def from_config(cls, task_cfg: TaskConfig, sandbox: Any) -> BfclMultiTurnTask:
+        return cls(task_cfg.options())
+
+    # -- data + prompts ---------------------------------------------------------------------------------
+
+    def keeps(self, problem: BfclProblem) -> bool:
+        """The entry fits `max_user_turns` and `classes`."""
+        limit, classes = self.cfg.max_user_turns, self.cfg.classes
+        return ((limit is None or len(problem.turns) <= int(limit))
+                and (classes is None or set(problem.entry["involved_classes"]) <= set(classes)))
+
+    def load(self, dataset_cfg: DatasetConfig) -> tuple[list[BfclProblem], list[BfclProblem]]:
+        """The chosen categories' entries that `keeps`; dataset.eval_size / max_problems / seed split them as
+        task.bfcl's (each category on its own; name/path unused)."""
+        train: list[BfclProblem] = []
+        evals: list[BfclProblem] = []
+        categories = list(dict.fromkeys(self.cfg.categories))
+        for i, category in enumerate(categories):
+            problems = [p for p in load_category(category) if self.keeps(p)]
+            if not problems:
+                raise DatasetError(f"task.bfcl_multi_turn: no {category} entry has at most {self.cfg.max_user_turns} "
+                                   f"user turns and only the classes {self.cfg.classes}")
+            size = int(dataset_cfg.eval_size) * (i + 1) // len(categories) - int(dataset_cfg.eval_size) * i // len(categories)
+            tr, ev = split_problems(problems, size, int(dataset_cfg.seed))  # type: ignore[arg-type]
+            train += tr  # type: ignore[arg-type]
+            evals += ev  # type: ignore[arg-type]
+        if dataset_cfg.max_problems is not None:
+            train = train[: int(dataset_cfg.max_problems)]
+        return train, evals
+
+    def role_instructions(self, agent: int) -> str:
+        if self.num_agents == 1:
+            return ""
+        return (f"You are the {self.role_names[agent]}, caller {agent + 1} of a team of {self.num_agents}. Every "
+                "caller answers each request at the same time; the callers' calls then run in order (caller 1's "
+                "first) on the same system, and the next message shows everyone's calls and results. Write the "
+                "calls you can contribute; leave out calls a teammate before you is sure to make.")
+
+    def initial_messages(self, problem: BfclProblem) -> list[Messages]:
+        """Per agent: BFCL's system prompt with the entry's documents (and its role in a team), then the
+        first user turn."""
+        out = []
+        for a in range(self.num_agents):
+            system = prompts.system_prompt(problem.functions, self.cfg.docs)
+            role = self.role_instructions(a)
+            chat = [dict(m) for m in problem.turns[0]]
+            if chat and chat[0]["role"] == "system":
+                system = f"{system}\n\n{chat.pop(0)['content']}"
+            out.append([{"role": "system", "content": f"{system}\n{role}" if role else system}, *chat])
+        return out
+
+    def answer_prefix(self, agent: int, problem: BfclProblem) -> str:
+        """Replies start with the call list's bracket (BFCL's format), so a small model cannot miss it."""
+        return "["
+
+    def observation(self, problem: BfclProblem, state: TurnState) -> str:
+        """The user message after a joint action: its results as BFCL shows tool results to prompting models
+        (a repr of the tool messages), then the next user turn (the same one again after a timeout)."""
+        results = tool_results(state, self.role_names)
+        parts = [repr(results)] if results else []
+        if state.answered < len(problem.turns):
+            parts.append("\n\n".join(m["content"] for m in problem.turns[state.answered]))
+        else:
+            parts.append(NO_MORE_REQUESTS)
+        return "\n\n".join(parts)
+
+    def transition(self, configured: Transition) -> Transition:
+        return self  # the environment's results and the next user turn, not the feedback modes
+
+    def next_messages(self, task: Task, paths: Sequence[Continuation]) -> list[list[Messages]]:
+        """Per agent: its first chat, then per turn on the path its own reply and the observation of the
+        state that turn's joint action left."""
+        out = []
+        for c in paths:
+            states = [node.next_states[j] for node, j in c.node.path(c.action)]
+            chats = self.initial_messages(c.problem)
+            for a, chat in enumerate(chats):
+                for reply, state in zip(c.history[a], states, strict=True):
+                    chat += [{"role": "assistant", "content": reply},
+                             {"role": "user", "content": self.observation(c.problem, state)}]
+            out.append(chats)
+        return out
+
+    # -- states + scoring ----------------------------------------------------------------------------------
+
+    def initial_state(self, problem: BfclProblem) -> TurnState:
+        """The entry's backend instances before any call (made once per entry; the bytes are shared, never changed)."""
+        if problem.task_id not in self._fresh:
+            self._fresh[problem.task_id] = fresh_instances(problem.entry)
+        return TurnState(problem.task_id, self._fresh[problem.task_id])
+
+    def score(self, items: list[tuple[Any, list[str]]]) -> list[BfclTurnReward]:
+        """First-turn rewards (each from the entry's initial state)."""
+        turns = [JointTurn(p, tuple(texts), self.initial_state(p)) for p, texts in items]
+        return [reward for reward, _ in self.score_turns(turns)]
+
+    def score_turns(self, turns: Sequence[JointTurn]) -> list[tuple[BfclTurnReward, TurnState]]:
+        """(reward, state after) per joint action, each stepped from its node's state in the scoring process
+        (one batch for all of them)."""
+        out: list[Any] = [None] * len(turns)
+        jobs = []
+        for k, t in enumerate(turns):
+            p: BfclProblem = t.problem
+            state = t.state if isinstance(t.state, TurnState) else self.initial_state(p)
+            decoded = [decode(text) for text in t.texts]
+            if state.answered >= len(p.turns):
+                out[k] = (self._after_end(state), state)
+                continue
+            names = frozenset(f["name"] for f in p.functions)
+            req = StepRequest(p.entry, state.instances, names, tuple(d.calls for d in decoded), state.steps,
+                              tuple(tuple(g) for g in p.gold[: state.answered + 1]))
+            jobs.append((k, p, state, decoded, req))
+        results = self.scorer.run(run_step, [job[-1] for job in jobs]) if jobs else []
+        for (k, p, state, decoded, req), res in zip(jobs, results, strict=True):
+            errors = [d.error if not d.ok else "" for d in decoded]
+            if isinstance(res, Failed):
+                why = TIMED_OUT if res.reason == "timeout" else f"scoring failed ({res.reason})"
+                new = unchanged(state, req.calls, errors, why)
+                out[k] = (self._failed(new, decoded, why), new)
+            else:
+                new = advanced(state, res, errors)
+                out[k] = (self._reward(p, new, res, decoded), new)
+        return out
+
+    def _components(self, decoded: Sequence[Any], user_turn: int) -> dict[str, float]:
+        return {"checker": 0.0, "format": 0.0, "errors_share": 0.0, "decoded": float(any(d.calls for d in decoded)),
+                "exact_format": float(bool(decoded) and all(d.exact for d in decoded)), "calls": 0.0,
+                "call_errors": 0.0, "user_turn": float(user_turn), "timed_out": 0.0, "after_end": 0.0}
+
+    def _reward(self, p: BfclProblem, st: TurnState, res: StepOutcome, decoded: Sequence[Any]) -> BfclTurnReward:
+        comps = self._components(decoded, st.answered)
+        calls = [c for agent in res.results for c in agent]
+        errors = sum(failed for _, _, failed in calls)
+        comps.update(checker=float(res.verdict.valid), calls=float(len(calls)), call_errors=float(errors),
+                     errors_share=errors / len(calls) if calls else 0.0)
+        comps["format"] = self.format_reward * float(comps["decoded"] and bool(p.gold[st.answered - 1]))
+        total = comps["checker"] + comps["format"] - self.error_penalty * comps["errors_share"]
+        notes = [f"state {st.key} after user turn {st.answered}"]
+        if not res.verdict.valid:
+            notes += [f"{res.verdict.error_type}: {e}"[:300] for e in res.verdict.errors[:2]]
+        return BfclTurnReward(round(total, 6), comps, res.verdict, res.verdict.valid,
+                              tuple(_lines(pairs) for pairs in st.last), tuple(notes))
+
+    def _failed(self, st: TurnState, decoded: Sequence[Any], why: str) -> BfclTurnReward:
+        comps = self._components(decoded, st.answered + 1)
+        calls = sum(len(pairs) for pairs in st.last)
+        comps.update(calls=float(calls), call_errors=float(calls), errors_share=1.0, timed_out=float(why == TIMED_OUT))
+        verdict = Verdict(False, "multi_turn:execution_timed_out" if why == TIMED_OUT else "multi_turn:scoring_failed",
+                          (why,))
+        return BfclTurnReward(-self.error_penalty, comps, verdict, False, tuple(_lines(pairs) for pairs in st.last),
+                              (f"state {st.key} unchanged: {why}",))
+
+    def _after_end(self, st: TurnState) -> BfclTurnReward:
+        comps = self._components((), st.answered + 1)
+        comps.update(after_end=1.0, exact_format=0.0)
+        passed = bool(st.verdict and st.verdict.valid)
+        return BfclTurnReward(0.0, comps, st.verdict, passed, (), (f"state {st.key}: every user turn answered",))
+
+    # -- reporting -----------------------------------------------------------------------------------------
+
+    def outcome_counts(self, reward: BfclTurnReward) -> dict[str, float]:
+        return {"decoded": reward.components["decoded"], "turn_passed": float(reward.passed)}
+
+    def problem_label(self, problem: BfclProblem, index: int) -> str:
+        return problem.task_id
+
+    def problem_category(self, problem: BfclProblem) -> str:
+        return problem.category
+
+    def reward_inputs(self, problem: BfclProblem) -> tuple[Any, dict[str, Any]]:
+        return problem.prompt, {"task_id": problem.task_id, "category": problem.category, "gold": problem.gold}
+
+    def metrics(self) -> dict[str, float]:
+        """The scoring process's timeouts, deaths and starts since the last call."""
+        now = {"timeouts": self.scorer.timeouts, "starts": self.scorer.starts, "deaths": self.scorer.deaths}
+        out = {f"scorer_{k}": float(v - self._seen[k]) for k, v in now.items()}
+        self._seen = now
+        return out
+
+    def close(self) -> None:
+        self.scorer.close()

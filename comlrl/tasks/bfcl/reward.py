@@ -1,0 +1,112 @@
+"""The reward of one joint action on a single-turn BFCL entry: BFCL's own verdict on the team's calls,
+plus small shaping terms, each logged as a component.
+
+    total = checker                       1 when BFCL's checker accepts the union of the agents' calls
+          + format_reward  x decoded      some call decoded (relevance categories: the verdict alone)
+          + count_reward   x count_match  as many distinct calls as the gold has
+          - duplicate_penalty x duplicates  calls written twice (by one agent or by two), per gold call
+          - lazy_penalty   x lazy_agents  agents (of N >= 2) that wrote no call, when the gold has a call per agent
+
+The union is each agent's decoded calls in agent order with exact repeats dropped, so two agents that
+split a parallel entry's calls pass when together they wrote the gold set (the reference library's
+native-parallel task); the pass (pass@1, the evaluations' accuracy) is the checker's verdict alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from comlrl.tasks.bfcl.calls import Call, Decoded, checker_output, decode
+from comlrl.tasks.bfcl.checker import Verdict, ast_verdict, relevance_verdict
+from comlrl.tasks.bfcl.data import RELEVANCE_CATEGORIES, BfclProblem
+
+
+@dataclass(frozen=True)
+class ShapingWeights:
+    """The shaping terms' weights (task.bfcl.*): small next to the checker's 1."""
+
+    format_reward: float = 0.1
+    count_reward: float = 0.1
+    duplicate_penalty: float = 0.1
+    lazy_penalty: float = 0.1
+
+    @property
+    def reward_range(self) -> tuple[float, float]:
+        return (-(self.duplicate_penalty * 4 + self.lazy_penalty), 1.0 + self.format_reward + self.count_reward)
+
+
+@dataclass(frozen=True)
+class BfclReward:
+    """One joint action's reward (the `Reward` contract), with the checker's verdict and the calls."""
+
+    total: float
+    components: dict[str, float]
+    verdict: Verdict
+    calls: tuple[str, ...]  # the union handed to the checker, as canonical call text
+    texts: tuple[str, ...] = ()  # per agent, what it wrote
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def all_passed(self) -> bool:
+        return self.verdict.valid
+
+    @property
+    def scored(self) -> tuple[str, ...]:
+        return self.texts
+
+
+def union(per_agent: Sequence[Sequence[Call]]) -> tuple[tuple[Call, ...], int]:
+    """The team's calls in agent order without exact repeats, and how many repeats were dropped."""
+    seen: set[str] = set()
+    out, repeats = [], 0
+    for calls in per_agent:
+        for call in calls:
+            key = call.text()
+            if key in seen:
+                repeats += 1
+                continue
+            seen.add(key)
+            out.append(call)
+    return tuple(out), repeats
+
+
+def gold_calls(problem: BfclProblem) -> int:
+    """How many calls the gold answer holds (0 for an irrelevance entry)."""
+    return len(problem.gold) if problem.gold is not None else int(problem.category == "live_relevance")
+
+
+def verdict_of(problem: BfclProblem, calls: tuple[Call, ...], decoded: Sequence[Decoded]) -> Verdict:
+    """BFCL's verdict on the team's calls: the relevance rule or the AST checker."""
+    if problem.category in RELEVANCE_CATEGORIES:
+        return relevance_verdict(checker_output(calls) if any(d.ok for d in decoded) else None, problem.category)
+    if not any(d.ok for d in decoded):
+        return Verdict(False, "ast_decoder:decoder_failed", tuple(d.error for d in decoded))
+    language = problem.category.rsplit("_", 1)[-1] if problem.category.startswith("simple_j") else "python"
+    return ast_verdict(list(problem.checker_functions), checker_output(calls, language), problem.gold,
+                       problem.category)
+
+
+def score(problem: BfclProblem, texts: Sequence[str], weights: ShapingWeights) -> BfclReward:
+    """The reward of one joint action: every agent's reply decoded, the union judged by BFCL's checker."""
+    decoded = [decode(t) for t in texts]
+    calls, repeats = union([d.calls for d in decoded])
+    verdict = verdict_of(problem, calls, decoded)
+    want = gold_calls(problem)
+    is_relevance = problem.category in RELEVANCE_CATEGORIES
+    made = any(d.calls for d in decoded)
+    lazy = sum(1 for d in decoded if not d.calls) if len(texts) > 1 and want >= len(texts) else 0
+    parts = {
+        "checker": float(verdict.valid),
+        "decoded": float(made and not is_relevance),
+        "count_match": float(len(calls) == want and not is_relevance),
+        "duplicates": repeats / max(1, want),
+        "lazy_agents": float(lazy),
+        "exact_format": float(all(d.exact for d in decoded)),
+        "calls": float(len(calls)),
+    }
+    total = (parts["checker"] + weights.format_reward * parts["decoded"] + weights.count_reward * parts["count_match"]
+             - weights.duplicate_penalty * min(parts["duplicates"], 4.0) - weights.lazy_penalty * lazy / len(texts))
+    notes = verdict.errors[:2] if not verdict.valid else ()
+    return BfclReward(round(total, 6), parts, verdict, tuple(c.text() for c in calls), tuple(texts),
+                      tuple(f"{verdict.error_type}: {n}"[:300] for n in notes))

@@ -1,0 +1,105 @@
+"""BFCL's own checkers wired in (comlrl/tasks/bfcl/checker.py, reward.py): the verdicts they give on
+hand-written gold and wrong answers, per category, as the benchmark's checker counts them. The installed
+`bfcl-eval` package (no declared dependencies, the model table stood in for) must import in CI."""
+
+from __future__ import annotations
+
+import pytest
+
+from comlrl.tasks.bfcl.checker import bfcl, multi_turn_verdict
+from comlrl.tasks.bfcl.data import load_category
+from comlrl.tasks.bfcl.reward import ShapingWeights, score
+
+W = ShapingWeights()
+
+
+@pytest.fixture(scope="module")
+def entries() -> dict[str, object]:
+    """The first entry of each category used below (BFCL's own data, as shipped)."""
+    wanted = ("simple_python", "multiple", "parallel", "parallel_multiple", "live_simple", "live_parallel",
+              "simple_java", "simple_javascript", "irrelevance", "multi_turn_base")
+    return {c: load_category(c)[0] for c in wanted}
+
+
+def test_the_split_install_imports_the_official_checkers() -> None:
+    b = bfcl()
+    assert b.ast.ast_checker.__module__ == "bfcl_eval.eval_checker.ast_eval.ast_checker"
+    assert b.multi_turn.multi_turn_checker.__module__ == "bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker"
+    assert "site-packages" in b.ast.__file__ and "bfcl_eval" in b.ast.__file__  # the package's file, not a copy
+
+
+# (category, reply, passes, the checker's error type when it fails)
+CASES = [
+    ("simple_python", "[calculate_triangle_area(base=10, height=5)]", True, ""),
+    ("simple_python", "[calculate_triangle_area(base=10, height=5, unit='units')]", True, ""),
+    ("simple_python", "calculate_triangle_area(height=5, base=10)", True, ""),  # order and brackets free
+    ("simple_python", "[calculate_triangle_area(base=10, height=6)]", False, "value_error:others"),
+    ("simple_python", "[calculate_triangle_area(base='10', height=5)]", False, "type_error:simple"),
+    ("simple_python", "[calculate_triangle_area(base=10)]", False, "simple_function_checker:missing_required"),
+    ("simple_python", "[triangle_area(base=10, height=5)]", False, "simple_function_checker:wrong_func_name"),
+    ("simple_python", "The area is 25.", False, "ast_decoder:decoder_failed"),
+    ("multiple", "[triangle_properties.get(side1=5, side2=4, side3=3)]", True, ""),
+    ("multiple", "[circle_properties.get(radius=3)]", False, "simple_function_checker:wrong_func_name"),
+    ("parallel", "[spotify.play(artist='Maroon 5', duration=15), spotify.play(artist='Taylor Swift', duration=20)]",
+     True, ""),
+    ("parallel", "[spotify.play(artist='Taylor Swift', duration=20)]", False, "parallel_function_checker_no_order:wrong_count"),
+    ("parallel_multiple", "[math_toolkit.sum_of_multiples(lower_limit=1, upper_limit=1000, multiples=[3, 5]), "
+                          "math_toolkit.product_of_primes(count=5)]", True, ""),
+    ("parallel_multiple", "[math_toolkit.product_of_primes(count=5)]", False, "parallel_function_checker_no_order:wrong_count"),
+    ("live_simple", "[get_user_info(user_id=7890, special='black')]", True, ""),
+    ("live_simple", "[get_user_info(user_id=7891, special='black')]", False, "value_error:others"),
+    ("live_parallel", "[get_current_weather(location='Beijing, China', unit='fahrenheit'), "
+                      "get_current_weather(location='Shanghai, China', unit='fahrenheit')]", True, ""),
+    ("simple_java", "[GeometryPresentation.createPresentation(controller='mapController', parent='mapArea')]", True, ""),
+    ("simple_java", "[GeometryPresentation.createPresentation(controller='mapController')]", False,
+     "simple_function_checker:missing_required"),
+    ("simple_javascript", "[validateUserInput(inputField='userInputField', isComplete=true)]", True, ""),
+    ("simple_javascript", "[validateUserInput(inputField='other', isComplete=true)]", False, "value_error:string"),
+    ("irrelevance", "I cannot answer this with the given function.", True, ""),
+    ("irrelevance", "[]", True, ""),
+    ("irrelevance", "[determine_body_mass_index(weight=70, height=1.75)]", False, "irrelevance_error:decoder_success"),
+]
+
+
+@pytest.mark.parametrize(("category", "reply", "passes", "error_type"), CASES)
+def test_the_checkers_verdict_on_gold_and_wrong_answers(entries, category, reply, passes, error_type) -> None:
+    r = score(entries[category], [reply], W)
+    assert (r.all_passed, r.verdict.error_type) == (passes, error_type)
+    assert r.components["checker"] == float(passes)
+
+
+def test_a_parallel_entry_split_between_two_agents_passes_when_the_union_is_right(entries) -> None:
+    p = entries["parallel"]
+    a, b = "[spotify.play(artist='Taylor Swift', duration=20)]", "[spotify.play(artist='Maroon 5', duration=15)]"
+    both = score(p, [a, b], W)
+    assert both.all_passed and both.components["lazy_agents"] == 0 and both.components["duplicates"] == 0
+    assert both.total == pytest.approx(1 + W.format_reward + W.count_reward)
+    # the same call twice: the union drops the repeat (so the checker sees one call) and the reward says so
+    twice = score(p, [a, a], W)
+    assert not twice.all_passed and twice.components["duplicates"] == 0.5
+    assert twice.verdict.error_type == "parallel_function_checker_no_order:wrong_count"
+    # one agent does it all, the other writes nothing: a pass, with the lazy-agent penalty
+    lazy = score(p, [a[:-1] + ", " + b[1:], "I agree."], W)
+    assert lazy.all_passed and lazy.components["lazy_agents"] == 1
+    assert lazy.total == pytest.approx(both.total - W.lazy_penalty / 2)
+
+
+def test_bad_model_output_is_a_failed_verdict_never_an_exception(entries) -> None:
+    for reply in ["[calculate_triangle_area(base=float('nan'))]", "[calculate_triangle_area(base={1: 2}, height=[])]",
+                  "[" * 500, "[calculate_triangle_area(base=" + "9" * 5000 + ", height=5)]", "\x00\x01"]:
+        r = score(entries["simple_python"], [reply], W)
+        assert not r.all_passed and r.total <= W.format_reward + W.count_reward
+
+
+def test_the_multi_turn_checker_accepts_the_gold_turn_by_turn_and_refuses_a_wrong_state(entries) -> None:
+    e = entries["multi_turn_base"]
+    gold = e.gold
+    for t in range(1, len(gold) + 1):  # the per-turn verdict: the gold prefix through turn t
+        assert multi_turn_verdict(e.entry, [[list(turn)] for turn in gold[:t]], gold[:t]).valid
+    wrong = [[["cd(folder='document')", "mkdir(dir_name='tmp')"]]]  # made 'tmp', the gold makes 'temp'
+    v = multi_turn_verdict(e.entry, wrong, gold[:1])
+    assert not v.valid and v.error_type == "multi_turn:instance_state_mismatch"
+    assert multi_turn_verdict(e.entry, [[]], gold[:1]).error_type == "multi_turn:empty_turn_model_response"
+    # each verdict runs under its own name: the checker's cached backend instances never leak between verdicts
+    scope = vars(bfcl().multi_turn_utils)
+    assert not [k for k in scope if k.startswith("comlrl_")]
