@@ -4,6 +4,9 @@ plus small shaping terms, each logged as a component.
     total = checker                       1 when BFCL's checker accepts the union of the agents' calls
           + format_reward  x decoded      some call decoded (relevance categories: the verdict alone)
           + count_reward   x count_match  as many distinct calls as the gold has
+          + schema_reward  x schema       how well the calls fit the documents: per call, the share of its
+                                          function's required parameters given, times the share of its
+                                          arguments the document names (0 for an undocumented function)
           - duplicate_penalty x duplicates  calls written twice (by one agent or by two), per gold call
           - lazy_penalty   x lazy_agents  agents (of N >= 2) that wrote no call, when the gold has a call per agent
 
@@ -28,12 +31,14 @@ class ShapingWeights:
 
     format_reward: float = 0.1
     count_reward: float = 0.1
+    schema_reward: float = 0.3
     duplicate_penalty: float = 0.1
     lazy_penalty: float = 0.1
 
     @property
     def reward_range(self) -> tuple[float, float]:
-        return (-(self.duplicate_penalty * 4 + self.lazy_penalty), 1.0 + self.format_reward + self.count_reward)
+        return (-(self.duplicate_penalty * 4 + self.lazy_penalty),
+                1.0 + self.format_reward + self.count_reward + self.schema_reward)
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,23 @@ def gold_calls(problem: BfclProblem) -> int:
     return len(problem.gold) if problem.gold is not None else int(problem.category == "live_relevance")
 
 
+def schema_fit(calls: Sequence[Call], functions: Sequence[dict]) -> float:
+    """Mean over the calls of (required parameters given / required) x (arguments documented / arguments);
+    a call of an undocumented function counts 0 (no calls: 0)."""
+    docs = {f["name"]: f.get("parameters", {}) for f in functions}
+    fits = []
+    for call in calls:
+        doc = docs.get(call.name)
+        if doc is None:
+            fits.append(0.0)
+            continue
+        required, known = set(doc.get("required", [])), set(doc.get("properties", {}))
+        given = set(call.args)
+        fits.append((len(required & given) / len(required) if required else 1.0)
+                    * (len(given & known) / len(given) if given else 1.0))
+    return sum(fits) / len(fits) if fits else 0.0
+
+
 def verdict_of(problem: BfclProblem, calls: tuple[Call, ...], decoded: Sequence[Decoded]) -> Verdict:
     """BFCL's verdict on the team's calls: the relevance rule or the AST checker."""
     if problem.category in RELEVANCE_CATEGORIES:
@@ -100,12 +122,14 @@ def score(problem: BfclProblem, texts: Sequence[str], weights: ShapingWeights) -
         "checker": float(verdict.valid),
         "decoded": float(made and not is_relevance),
         "count_match": float(len(calls) == want and not is_relevance),
+        "schema": 0.0 if is_relevance else schema_fit(calls, problem.checker_functions),
         "duplicates": repeats / max(1, want),
         "lazy_agents": float(lazy),
         "exact_format": float(all(d.exact for d in decoded)),
         "calls": float(len(calls)),
     }
     total = (parts["checker"] + weights.format_reward * parts["decoded"] + weights.count_reward * parts["count_match"]
+             + weights.schema_reward * parts["schema"]
              - weights.duplicate_penalty * min(parts["duplicates"], 4.0) - weights.lazy_penalty * lazy / len(texts))
     notes = verdict.errors[:2] if not verdict.valid else ()
     return BfclReward(round(total, 6), parts, verdict, tuple(c.text() for c in calls), tuple(texts),

@@ -73,7 +73,8 @@ def test_a_parallel_entry_split_between_two_agents_passes_when_the_union_is_righ
     a, b = "[spotify.play(artist='Taylor Swift', duration=20)]", "[spotify.play(artist='Maroon 5', duration=15)]"
     both = score(p, [a, b], W)
     assert both.all_passed and both.components["lazy_agents"] == 0 and both.components["duplicates"] == 0
-    assert both.total == pytest.approx(1 + W.format_reward + W.count_reward)
+    assert both.components["schema"] == 1.0  # both calls give spotify.play's required parameters, nothing else
+    assert both.total == pytest.approx(1 + W.format_reward + W.count_reward + W.schema_reward)
     # the same call twice: the union drops the repeat (so the checker sees one call) and the reward says so
     twice = score(p, [a, a], W)
     assert not twice.all_passed and twice.components["duplicates"] == 0.5
@@ -88,7 +89,7 @@ def test_bad_model_output_is_a_failed_verdict_never_an_exception(entries) -> Non
     for reply in ["[calculate_triangle_area(base=float('nan'))]", "[calculate_triangle_area(base={1: 2}, height=[])]",
                   "[" * 500, "[calculate_triangle_area(base=" + "9" * 5000 + ", height=5)]", "\x00\x01"]:
         r = score(entries["simple_python"], [reply], W)
-        assert not r.all_passed and r.total <= W.format_reward + W.count_reward
+        assert not r.all_passed and r.components["checker"] == 0 and r.total < 1
 
 
 def test_the_multi_turn_checker_accepts_the_gold_turn_by_turn_and_refuses_a_wrong_state(entries) -> None:
@@ -103,3 +104,17 @@ def test_the_multi_turn_checker_accepts_the_gold_turn_by_turn_and_refuses_a_wron
     # each verdict runs under its own name: the checker's cached backend instances never leak between verdicts
     scope = vars(bfcl().multi_turn_utils)
     assert not [k for k in scope if k.startswith("comlrl_")]
+
+
+def test_schema_fit_rewards_documented_parameters_and_nothing_else(entries) -> None:
+    p = entries["simple_python"]  # calculate_triangle_area(base, height required; unit optional)
+    fit = {reply: score(p, [reply], W).components["schema"] for reply in (
+        "[calculate_triangle_area(base=1, height=2, unit='m')]",  # right names, wrong values: a full fit
+        "[calculate_triangle_area(base=1)]",  # half the required
+        "[calculate_triangle_area(base=1, height=2, colour='red')]",  # one of three arguments undocumented
+        "[area(base=1, height=2)]",  # an undocumented function
+        "no call")}
+    assert list(fit.values()) == [1.0, 0.5, pytest.approx(2 / 3), 0.0, 0.0]
+    wrong_values = score(p, ["[calculate_triangle_area(base=1, height=2)]"], W)
+    assert not wrong_values.all_passed and wrong_values.total == pytest.approx(W.format_reward + W.count_reward
+                                                                                + W.schema_reward)
