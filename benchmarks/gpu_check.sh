@@ -13,8 +13,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 CARRY=.gpu
 # what the image lacks of the trainer's path (setup.cfg), pinned to what CI runs; DeepSpeed needs no build
+# (bfcl-eval: BFCL's data and checkers for task.name=bfcl / bfcl_multi_turn, without its declared deps, as
+# scripts/install.sh installs it)
 PACKAGES=(omegaconf==2.4.0 json_repair==0.64.6 hjson==3.1.0 pydantic==2.14.4 pydantic_core==2.50.5
-          annotated-types==0.8.0 typing-inspection==0.4.5)
+          annotated-types==0.8.0 typing-inspection==0.4.5 bfcl-eval==2026.3.23)
 DEEPSPEED=deepspeed==0.19.8
 
 if [[ "${1:-}" == "--prepare" ]]; then

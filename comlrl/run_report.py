@@ -48,6 +48,7 @@ MEASURES = (
     Measure("sampled_pass", "sampled pass@1", True),
     Measure("greedy_pass", "greedy pass@1", True),
     Measure("outcome:passed_with_helper", "passed with the helper (sampled)", True),
+    Measure("outcome:turn_passed", "turns the checker accepted (sampled)", True),  # bfcl_multi_turn
 )
 SET_LABELS = {"probe": "trained-on problems (probe)", "heldout": "held-out problems"}
 

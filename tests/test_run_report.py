@@ -125,3 +125,48 @@ def test_a_plot_that_fails_does_not_fail_the_finished_run(tmp_path, monkeypatch)
     (tmp_path / "metrics.jsonl").write_text('{"step": 1, "reward_mean": 1.0}\n')
     lines = write_report(tmp_path, 1)
     assert "reward plot: not drawn (ValueError: 'yerr' must not contain negative values)" in lines
+
+
+def _categorised(step: int, sampled: list[float], greedy: list[float], categories: list[str]) -> list[dict]:
+    records = _records(step, "heldout", sampled, [0.0] * len(sampled), greedy=greedy)
+    for r, c in zip(records, categories, strict=True):
+        r["category"] = c
+    return records
+
+
+def test_accuracy_per_category_counts_entries_the_checker_accepted() -> None:
+    from comlrl.run_report import category_lines
+
+    cats = ["simple_python"] * 3 + ["parallel"] * 2
+    lines = category_lines(_categorised(0, [0.25, 0.5, 0.0, 1.0, 0.0], [1, 0, 0, 1, 1], cats))
+    assert lines == ["held-out problems, simple_python: accuracy greedy 33.3% (1/3), sampled 25.0% (4 samples each) "
+                     "of 3 entries",
+                     "held-out problems, parallel: accuracy greedy 100.0% (2/2), sampled 50.0% (4 samples each) of 2 "
+                     "entries"]
+    assert category_lines(_records(0, "heldout", [0.5], [0.0], greedy=[1])) == []  # no categories, no lines
+
+
+def test_several_categories_get_their_own_paired_lines() -> None:
+    cats = ["a", "a", "b", "b"]
+    before = _categorised(0, [0.0, 0.25, 0.5, 0.5], [0, 0, 1, 1], cats)
+    after = _categorised(4, [0.5, 0.75, 0.5, 0.5], [1, 1, 1, 1], cats)
+    lines = summary_lines(before + after)
+    assert any(x.startswith("held-out problems, a, sampled pass@1 (2 problems, 4 samples each): 12.5% -> 62.5%, "
+                            "+50.0 points") for x in lines)
+    assert any(x.startswith("held-out problems, b, greedy pass@1 (2 problems, 1 greedy chain each): 100.0% -> "
+                            "100.0%, +0.0 points") for x in lines)
+    one = summary_lines(_categorised(0, [0.0, 0.5], [0, 1], ["a", "a"]) + _categorised(4, [0.5, 0.5], [1, 1], ["a", "a"]))
+    assert not any(", a, " in x for x in one)  # one category: the set's lines are its lines
+
+
+def test_category_metrics_are_each_categorys_accuracy_greedy_and_sampled() -> None:
+    from comlrl.evaluation import ProblemScore, category_metrics
+
+    scores = [ProblemScore("heldout", 0, "simple_python_3", "simple_python", greedy_pass=1.0, sampled_pass=0.5),
+              ProblemScore("heldout", 1, "simple_python_9", "simple_python", greedy_pass=0.0, sampled_pass=0.25),
+              ProblemScore("heldout", 2, "parallel_1", "parallel", greedy_pass=0.0, sampled_pass=None)]
+    assert category_metrics("eval/", scores) == {
+        "eval/category/simple_python/problems": 2, "eval/category/simple_python/pass_at_1": 0.5,
+        "eval/category/simple_python/sampled/pass_at_1": 0.375,
+        "eval/category/parallel/problems": 1, "eval/category/parallel/pass_at_1": 0.0}
+    assert category_metrics("eval/", [ProblemScore("heldout", 0, "0", greedy_pass=1.0)]) == {}

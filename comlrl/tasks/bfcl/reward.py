@@ -7,6 +7,10 @@ plus small shaping terms, each logged as a component.
           + schema_reward  x schema       how well the calls fit the documents: per call, the share of its
                                           function's required parameters given, times the share of its
                                           arguments the document names (0 for an undocumented function)
+          + argument_reward x arguments   per gold call, the share of its parameters whose value BFCL's own
+                                          checker accepts when judged alone (the gold call's parameter
+                                          against the same-named call's argument; an optional one left
+                                          out counts), averaged over the gold calls
           - duplicate_penalty x duplicates  calls written twice (by one agent or by two), per gold call
           - lazy_penalty   x lazy_agents  agents (of N >= 2) that wrote no call, when the gold has a call per agent
 
@@ -31,14 +35,15 @@ class ShapingWeights:
 
     format_reward: float = 0.1
     count_reward: float = 0.1
-    schema_reward: float = 0.3
+    schema_reward: float = 0.1
+    argument_reward: float = 0.4
     duplicate_penalty: float = 0.1
     lazy_penalty: float = 0.1
 
     @property
     def reward_range(self) -> tuple[float, float]:
         return (-(self.duplicate_penalty * 4 + self.lazy_penalty),
-                1.0 + self.format_reward + self.count_reward + self.schema_reward)
+                1.0 + self.format_reward + self.count_reward + self.schema_reward + self.argument_reward)
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,44 @@ def schema_fit(calls: Sequence[Call], functions: Sequence[dict]) -> float:
     return sum(fits) / len(fits) if fits else 0.0
 
 
+def _simple_category(category: str) -> str:
+    """The simple category of the same language: how one parameter is judged alone."""
+    return category if category.startswith("simple_") else "simple_python"
+
+
+def argument_credit(problem: BfclProblem, calls: Sequence[Call]) -> float:
+    """Per gold call, the share of its parameters BFCL's checker accepts one at a time (each judged as a
+    one-parameter call of a one-parameter function, so the checker's own type and value rules decide),
+    against the first call of the same name not matched yet; averaged over the gold calls (0 without)."""
+    if not isinstance(problem.gold, list) or not problem.gold:
+        return 0.0
+    docs = {f["name"]: f for f in problem.checker_functions}
+    category = _simple_category(problem.category)
+    language = category.rsplit("_", 1)[-1]
+    free = list(calls)
+    credits = []
+    for gold_call in problem.gold:
+        (name, params), = gold_call.items()
+        call = next((c for c in free if c.name == name), None)
+        doc = docs.get(name)
+        if call is None or doc is None or not params:
+            credits.append(0.0 if call is None else 1.0)
+            continue
+        free.remove(call)
+        properties = doc.get("parameters", {}).get("properties", {})
+        ok = 0
+        for param, allowed in params.items():
+            if param not in call.args:
+                ok += "" in allowed  # an optional parameter left out
+                continue
+            one = {**doc, "parameters": {"type": "dict", "properties": {param: properties.get(param, {})},
+                                         "required": [param]}}
+            decoded = checker_output([Call(name, {param: call.args[param]}, call.source)], language)
+            ok += ast_verdict([one], decoded, [{name: {param: allowed}}], category).valid
+        credits.append(ok / len(params))
+    return sum(credits) / len(credits)
+
+
 def verdict_of(problem: BfclProblem, calls: tuple[Call, ...], decoded: Sequence[Decoded]) -> Verdict:
     """BFCL's verdict on the team's calls: the relevance rule or the AST checker."""
     if problem.category in RELEVANCE_CATEGORIES:
@@ -123,13 +166,14 @@ def score(problem: BfclProblem, texts: Sequence[str], weights: ShapingWeights) -
         "decoded": float(made and not is_relevance),
         "count_match": float(len(calls) == want and not is_relevance),
         "schema": 0.0 if is_relevance else schema_fit(calls, problem.checker_functions),
+        "arguments": argument_credit(problem, calls),
         "duplicates": repeats / max(1, want),
         "lazy_agents": float(lazy),
         "exact_format": float(all(d.exact for d in decoded)),
         "calls": float(len(calls)),
     }
     total = (parts["checker"] + weights.format_reward * parts["decoded"] + weights.count_reward * parts["count_match"]
-             + weights.schema_reward * parts["schema"]
+             + weights.schema_reward * parts["schema"] + weights.argument_reward * parts["arguments"]
              - weights.duplicate_penalty * min(parts["duplicates"], 4.0) - weights.lazy_penalty * lazy / len(texts))
     notes = verdict.errors[:2] if not verdict.valid else ()
     return BfclReward(round(total, 6), parts, verdict, tuple(c.text() for c in calls), tuple(texts),

@@ -42,7 +42,8 @@ class BfclTaskConfig:
     name_prefix: bool = True  # the reply starts with the function's name where the entry offers only one
     format_reward: float = 0.1  # some call decoded
     count_reward: float = 0.1  # as many distinct calls as the gold
-    schema_reward: float = 0.3  # the calls fit the documents (required parameters given, no undocumented ones)
+    schema_reward: float = 0.1  # the calls fit the documents (required parameters given, no undocumented ones)
+    argument_reward: float = 0.4  # the share of gold parameters whose value BFCL's checker accepts judged alone
     duplicate_penalty: float = 0.1  # per repeated call, per gold call
     lazy_penalty: float = 0.1  # agents of a team that wrote no call when the gold has one per agent
 
@@ -70,7 +71,7 @@ class BfclTask(Task):
         self.role_names = list(self.cfg.roles)
         self.num_agents = len(self.role_names)
         self.weights = ShapingWeights(self.cfg.format_reward, self.cfg.count_reward, self.cfg.schema_reward,
-                                      self.cfg.duplicate_penalty, self.cfg.lazy_penalty)
+                                      self.cfg.argument_reward, self.cfg.duplicate_penalty, self.cfg.lazy_penalty)
         self.reward_range = self.weights.reward_range
         self.examples: dict[str, list[BfclProblem]] = {}  # per category, its worked examples (set by `load`)
 
@@ -88,7 +89,7 @@ class BfclTask(Task):
         if o.examples < 0:
             raise ConfigError(f"config error: task.bfcl.examples={o.examples!r} is not allowed; expected an integer >= 0")
         _check_common("task.bfcl", o.roles, {"format_reward": o.format_reward, "count_reward": o.count_reward,
-                                             "schema_reward": o.schema_reward,
+                                             "schema_reward": o.schema_reward, "argument_reward": o.argument_reward,
                                              "duplicate_penalty": o.duplicate_penalty, "lazy_penalty": o.lazy_penalty})
 
     @classmethod

@@ -74,7 +74,8 @@ def test_a_parallel_entry_split_between_two_agents_passes_when_the_union_is_righ
     both = score(p, [a, b], W)
     assert both.all_passed and both.components["lazy_agents"] == 0 and both.components["duplicates"] == 0
     assert both.components["schema"] == 1.0  # both calls give spotify.play's required parameters, nothing else
-    assert both.total == pytest.approx(1 + W.format_reward + W.count_reward + W.schema_reward)
+    assert both.components["arguments"] == 1.0
+    assert both.total == pytest.approx(1 + W.format_reward + W.count_reward + W.schema_reward + W.argument_reward)
     # the same call twice: the union drops the repeat (so the checker sees one call) and the reward says so
     twice = score(p, [a, a], W)
     assert not twice.all_passed and twice.components["duplicates"] == 0.5
@@ -116,5 +117,24 @@ def test_schema_fit_rewards_documented_parameters_and_nothing_else(entries) -> N
         "no call")}
     assert list(fit.values()) == [1.0, 0.5, pytest.approx(2 / 3), 0.0, 0.0]
     wrong_values = score(p, ["[calculate_triangle_area(base=1, height=2)]"], W)
-    assert not wrong_values.all_passed and wrong_values.total == pytest.approx(W.format_reward + W.count_reward
-                                                                                + W.schema_reward)
+    assert not wrong_values.all_passed and wrong_values.total == pytest.approx(
+        W.format_reward + W.count_reward + W.schema_reward + W.argument_reward / 3)  # only `unit` (optional, left out)
+
+
+@pytest.mark.parametrize(("reply", "credit"), [
+    ("[calculate_triangle_area(base=10, height=5)]", 1.0),  # unit is optional in the gold: leaving it out counts
+    ("[calculate_triangle_area(base=10, height=6)]", 2 / 3),
+    ("[calculate_triangle_area(base=10.0, height=5)]", 2 / 3),  # the checker's own rule: an integer is no float
+    ("[calculate_triangle_area(base='10', height=5, unit='cm')]", 1 / 3),  # a string is no integer; cm is no unit
+    ("[triangle(base=10, height=5)]", 0.0),  # no call of the gold's function
+])
+def test_argument_credit_is_the_checkers_verdict_on_each_parameter_alone(entries, reply, credit) -> None:
+    assert score(entries["simple_python"], [reply], W).components["arguments"] == pytest.approx(credit)
+
+
+def test_argument_credit_matches_each_gold_call_of_a_parallel_entry_once(entries) -> None:
+    p = entries["parallel"]
+    one_wrong = "[spotify.play(artist='Taylor Swift', duration=20), spotify.play(artist='Maroon 5', duration=16)]"
+    assert score(p, [one_wrong], W).components["arguments"] == pytest.approx(0.75)
+    twice = "[spotify.play(artist='Taylor Swift', duration=20)]"  # the second gold call finds no call left
+    assert score(p, [twice], W).components["arguments"] == pytest.approx(0.5)
