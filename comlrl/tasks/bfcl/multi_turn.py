@@ -53,6 +53,20 @@ from comlrl.tasks.bfcl.scorer import Failed, Scorer
 from comlrl.tasks.bfcl.task import _check_common
 from comlrl.tasks.datasets import DatasetConfig, DatasetError, split_problems
 
+
+def first_turn_answer(problem: BfclProblem) -> str | None:
+    """An entry's first-turn ground truth as a reply in BFCL's call format, or None where it has no calls or
+    a call with positional arguments (the reply format takes keyword arguments only)."""
+    calls = list(problem.gold[0]) if problem.gold else []
+    if not calls:
+        return None
+    decoded = decode(f"[{', '.join(calls)}]")
+    if not decoded.ok or len(decoded.calls) != len(calls) or any(
+            len(c.args) != t.count("=") for c, t in zip(decoded.calls, calls, strict=True)):
+        return None
+    return f"[{', '.join(c.text() for c in decoded.calls)}]"
+
+
 NO_MORE_REQUESTS = "The user has no further requests. Reply with an empty list: []"
 
 
@@ -62,7 +76,8 @@ class BfclMultiTurnConfig:
 
     categories: list[str] = field(default_factory=lambda: ["multi_turn_base"])  # BFCL multi-turn categories
     roles: list[str] = field(default_factory=lambda: ["caller"])  # one per agent (= magrpo.num_agents)
-    docs: str = "compact"  # function documents: compact (one line each) | json (BFCL's own, ~7k tokens for two classes)
+    docs: str = "brief"  # function documents: brief (one line each, first sentence) | compact | json (BFCL's own, ~7k tokens for two classes)
+    examples: bool = True  # a solved first user turn of a training entry with the same classes, before the question
     max_user_turns: int | None = None  # entries with more user turns are left out; null = magrpo.num_turns
     classes: list[str] | None = None  # keep entries whose involved classes are all listed; null = all
     step_timeout_s: float = 10.0  # per joint action (its calls and the checker); past it: "execution timed out"
@@ -112,6 +127,7 @@ class BfclMultiTurnTask(Task):
         self.reward_range = (-self.error_penalty, 1.0 + self.format_reward)
         self.scorer = scorer or Scorer(timeout_s=float(self.cfg.step_timeout_s), warm_up=warm_up)
         self._fresh: dict[str, bytes] = {}  # task id -> its instances before any call
+        self.examples: list[BfclProblem] = []  # training entries whose first turn can be shown solved (`load`)
         self._seen = {"timeouts": 0, "starts": 0, "deaths": 0}
 
     @classmethod
@@ -170,9 +186,22 @@ class BfclMultiTurnTask(Task):
             tr, ev = split_problems(problems, size, int(dataset_cfg.seed))  # type: ignore[arg-type]
             train += tr  # type: ignore[arg-type]
             evals += ev  # type: ignore[arg-type]
+        if self.cfg.examples:
+            self.examples = [p for p in train if first_turn_answer(p) is not None]
         if dataset_cfg.max_problems is not None:
             train = train[: int(dataset_cfg.max_problems)]
         return train, evals
+
+    def example_chat(self, problem: BfclProblem) -> list[dict[str, str]]:
+        """A training entry with the same backend classes, its first user turn answered with its ground
+        truth's calls (never the entry itself; none when no such entry was loaded)."""
+        classes = set(problem.entry["involved_classes"])
+        for p in self.examples:
+            if p.task_id != problem.task_id and set(p.entry["involved_classes"]) == classes:
+                request = "\n\n".join(m["content"] for m in p.turns[0] if m["role"] == "user")
+                return [{"role": "user", "content": f"Example request: {request}"},
+                        {"role": "assistant", "content": first_turn_answer(p) or ""}]
+        return []
 
     def role_instructions(self, agent: int) -> str:
         if self.num_agents == 1:
@@ -192,7 +221,8 @@ class BfclMultiTurnTask(Task):
             chat = [dict(m) for m in problem.turns[0]]
             if chat and chat[0]["role"] == "system":
                 system = f"{system}\n\n{chat.pop(0)['content']}"
-            out.append([{"role": "system", "content": f"{system}\n{role}" if role else system}, *chat])
+            out.append([{"role": "system", "content": f"{system}\n{role}" if role else system},
+                        *self.example_chat(problem), *chat])
         return out
 
     def answer_prefix(self, agent: int, problem: BfclProblem) -> str:

@@ -15,23 +15,28 @@ from collections.abc import Sequence
 
 from comlrl.tasks.bfcl.checker import bfcl
 
-DOC_STYLES = ("json", "compact")
+DOC_STYLES = ("json", "compact", "brief")
+BRIEF_CHARS = 100  # `brief`: a description's first sentence, at most this long
 
 
-def compact_doc(function: dict) -> str:
+def compact_doc(function: dict, brief: bool = False) -> str:
     """One line per function in the call syntax the reply uses: `name(a=<integer>, b=<string, optional>)  #
-    description` (a 135M model copies a JSON document's syntax into its reply; it copies this one's)."""
+    description` (a 135M model copies a JSON document's syntax into its reply; it copies this one's).
+    `brief`: the description's first sentence only (BFCL's multi-turn documents run to 7k tokens)."""
     params = function.get("parameters", {})
     required = set(params.get("required", []))
     args = ", ".join(f"{k}=<{v.get('type', 'any')}{'' if k in required else ', optional'}>"
                      for k, v in params.get("properties", {}).items())
-    return f"{function['name']}({args})  # {function.get('description', '')}"
+    text = function.get("description", "")
+    if brief:
+        text = text.split(". ")[0].strip()[:BRIEF_CHARS]
+    return f"{function['name']}({args})  # {text}"
 
 
 def function_docs(functions: Sequence[dict], style: str) -> str:
     """The function documents as the prompt shows them: BFCL's own JSON (its default), or compact lines."""
-    if style == "compact":
-        return "\n".join(compact_doc(f) for f in functions)
+    if style in ("compact", "brief"):
+        return "\n".join(compact_doc(f, brief=style == "brief") for f in functions)
     return json.dumps(list(functions), indent=4)
 
 

@@ -22,6 +22,7 @@ from comlrl.errors import ConfigError  # noqa: E402
 from comlrl.rollout import Rollout, TreeShape  # noqa: E402
 from comlrl.tasks import TASKS, build_task  # noqa: E402
 from comlrl.tasks.bfcl import BfclMultiTurnConfig, BfclMultiTurnTask  # noqa: E402
+from comlrl.tasks.bfcl.calls import decode  # noqa: E402
 from comlrl.tasks.bfcl.data import load_category  # noqa: E402
 from comlrl.tasks.bfcl.environment import TurnState  # noqa: E402
 from comlrl.tasks.bfcl.scorer import Failed, Scorer  # noqa: E402
@@ -74,8 +75,22 @@ def test_load_keeps_entries_within_the_turn_limit_and_classes():
     for p in train + evals:
         assert len(p.turns) <= 2 and set(p.entry["involved_classes"]) <= {"TradingBot", "MathAPI"}
     messages = t.initial_messages(train[0])
-    assert [m["role"] for m in messages[0]] == ["system", "user"] and "get_stock_info(" in messages[0][0]["content"]
+    assert messages[0][0]["role"] == "system" and "get_stock_info(" in messages[0][0]["content"]
     assert t.answer_prefix(0, train[0]) == "["
+    # the worked example: a training entry with the same classes, its first turn answered with its gold calls
+    held_out = {p.task_id for p in evals}
+    for p in train + evals:
+        example = t.example_chat(p)
+        if not example:
+            continue
+        shown = next(e for e in t.examples if f"Example request: {e.turns[0][0]['content']}" == example[0]["content"])
+        assert shown.task_id != p.task_id and shown.task_id not in held_out
+        assert set(shown.entry["involved_classes"]) == set(p.entry["involved_classes"])
+        assert example[1]["content"].startswith("[") and decode(example[1]["content"]).exact
+        assert [m["role"] for m in t.initial_messages(p)[0]] == ["system", "user", "assistant", "user"]
+    no_examples = BfclMultiTurnTask(BfclMultiTurnConfig(max_user_turns=2, classes=["TradingBot"], examples=False))
+    no_examples.load(DatasetConfig(eval_size=2))
+    assert [m["role"] for m in no_examples.initial_messages(train[0])[0]] == ["system", "user"]
 
 
 def test_siblings_diverge_and_children_continue_from_their_parent(task, problems):
