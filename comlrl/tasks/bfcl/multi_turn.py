@@ -50,7 +50,7 @@ from comlrl.tasks.bfcl.environment import (
     warm_up,
 )
 from comlrl.tasks.bfcl.scorer import Failed, Scorer
-from comlrl.tasks.bfcl.task import _check_common
+from comlrl.tasks.bfcl.task import check_roles_and_weights
 from comlrl.tasks.datasets import DatasetConfig, DatasetError, split_problems
 
 
@@ -137,7 +137,7 @@ class BfclMultiTurnTask(Task):
         if not o.categories or any(c not in MULTI_TURN_CATEGORIES for c in o.categories):
             raise ConfigError(f"config error: task.bfcl_multi_turn.categories={list(o.categories)!r} is not allowed; "
                               f"expected some of: {', '.join(MULTI_TURN_CATEGORIES)} (single-turn: task.name=bfcl)")
-        _check_common("task.bfcl_multi_turn", o.roles, {"format_reward": o.format_reward,
+        check_roles_and_weights("task.bfcl_multi_turn", o.roles, {"format_reward": o.format_reward,
                                                         "error_penalty": o.error_penalty})
         require(o.docs in prompts.DOC_STYLES, "task.bfcl_multi_turn.docs", o.docs, " or ".join(prompts.DOC_STYLES))
         require(o.max_user_turns is None or o.max_user_turns >= 1, "task.bfcl_multi_turn.max_user_turns",

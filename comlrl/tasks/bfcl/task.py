@@ -48,7 +48,8 @@ class BfclTaskConfig:
     lazy_penalty: float = 0.1  # agents of a team that wrote no call when the gold has one per agent
 
 
-def _check_common(where: str, roles: Sequence[str], weights: dict[str, float]) -> None:
+def check_roles_and_weights(where: str, roles: Sequence[str], weights: dict[str, float]) -> None:
+    """`<where>.roles`: distinct non-empty names; every weight a finite number >= 0 (both BFCL tasks)."""
     if not roles or not all(isinstance(r, str) and r.strip() for r in roles) or len(set(roles)) != len(roles):
         raise ConfigError(f"config error: {where}.roles={list(roles)!r} is not allowed; expected a non-empty list of "
                           "distinct role names (one per agent)")
@@ -88,7 +89,7 @@ class BfclTask(Task):
                               f"{', '.join(prompts.DOC_STYLES)}")
         if o.examples < 0:
             raise ConfigError(f"config error: task.bfcl.examples={o.examples!r} is not allowed; expected an integer >= 0")
-        _check_common("task.bfcl", o.roles, {"format_reward": o.format_reward, "count_reward": o.count_reward,
+        check_roles_and_weights("task.bfcl", o.roles, {"format_reward": o.format_reward, "count_reward": o.count_reward,
                                              "schema_reward": o.schema_reward, "argument_reward": o.argument_reward,
                                              "duplicate_penalty": o.duplicate_penalty, "lazy_penalty": o.lazy_penalty})
 
