@@ -79,6 +79,7 @@ class BfclMultiTurnConfig:
     docs: str = "brief"  # function documents: brief (one line each, first sentence) | compact | json (BFCL's own, ~7k tokens for two classes)
     examples: bool = True  # a solved first user turn of a training entry with the same classes, before the question
     max_user_turns: int | None = None  # entries with more user turns are left out; null = magrpo.num_turns
+    cut_longer: bool = False  # true: entries with more user turns are cut to their first max_user_turns instead
     classes: list[str] | None = None  # keep entries whose involved classes are all listed; null = all
     step_timeout_s: float = 10.0  # per joint action (its calls and the checker); past it: "execution timed out"
     format_reward: float = 0.1  # some call decoded on a turn whose ground truth has calls
@@ -166,10 +167,18 @@ class BfclMultiTurnTask(Task):
     # -- data + prompts ---------------------------------------------------------------------------------
 
     def keeps(self, problem: BfclProblem) -> bool:
-        """The entry fits `max_user_turns` and `classes`."""
+        """The entry fits `max_user_turns` (or is cut to it: `cut_longer`) and `classes`."""
         limit, classes = self.cfg.max_user_turns, self.cfg.classes
-        return ((limit is None or len(problem.turns) <= int(limit))
+        return ((limit is None or self.cfg.cut_longer or len(problem.turns) <= int(limit))
                 and (classes is None or set(problem.entry["involved_classes"]) <= set(classes)))
+
+    def cut(self, problem: BfclProblem) -> BfclProblem:
+        """With `cut_longer`, the entry as its first `max_user_turns` user turns and their ground truth: the
+        checker judges those turns, as its per-turn verdict does (the entry's id and state are BFCL's)."""
+        limit = self.cfg.max_user_turns
+        if not self.cfg.cut_longer or limit is None or len(problem.turns) <= limit:
+            return problem
+        return replace(problem, turns=problem.turns[:limit], gold=list(problem.gold)[:limit])
 
     def load(self, dataset_cfg: DatasetConfig) -> tuple[list[BfclProblem], list[BfclProblem]]:
         """The chosen categories' entries that `keeps`; dataset.eval_size / max_problems / seed split them as
@@ -178,7 +187,7 @@ class BfclMultiTurnTask(Task):
         evals: list[BfclProblem] = []
         categories = list(dict.fromkeys(self.cfg.categories))
         for i, category in enumerate(categories):
-            problems = [p for p in load_category(category) if self.keeps(p)]
+            problems = [self.cut(p) for p in load_category(category) if self.keeps(p)]
             if not problems:
                 raise DatasetError(f"task.bfcl_multi_turn: no {category} entry has at most {self.cfg.max_user_turns} "
                                    f"user turns and only the classes {self.cfg.classes}")

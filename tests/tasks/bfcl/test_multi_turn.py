@@ -253,3 +253,15 @@ def test_a_tiny_model_trains_on_the_multi_turn_environment(tmp_path):
         assert "'role': 'tool'" in results["content"] or not any(d["components"]["decoded"] for d in
                                                                   by_turn[1][0]["reward_details"])
         assert node["prompts"][0][-1] == {"role": "assistant", "content": "["}
+
+
+def test_cut_longer_keeps_every_entry_as_its_first_user_turns():
+    t = BfclMultiTurnTask(BfclMultiTurnConfig(max_user_turns=1, cut_longer=True))
+    train, evals = t.load(DatasetConfig(eval_size=4))
+    full = {p.task_id: p for p in load_category("multi_turn_base")}
+    assert len(train) + len(evals) == len(full)  # none left out
+    for p in train + evals:
+        assert p.turns == full[p.task_id].turns[:1] and list(p.gold) == list(full[p.task_id].gold)[:1]
+    kept = BfclMultiTurnTask(BfclMultiTurnConfig(max_user_turns=1))  # without the cut: the 1-turn entries only
+    tr, ev = kept.load(DatasetConfig(eval_size=1))
+    assert len(tr) + len(ev) == sum(len(p.turns) == 1 for p in full.values())
