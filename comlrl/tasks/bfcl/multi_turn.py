@@ -13,6 +13,11 @@ Reward of a joint action (one user turn):
     1.0            BFCL's multi_turn_checker accepts the trajectory through this user turn (states and
                    execution results against the ground truth truncated to the turns answered)
   + format_reward  some call decoded, on a turn whose ground truth has calls
+  + call_reward x calls_matched   per ground-truth call of this user turn, credit for a decoded call of the
+                   same name: (1 + its arguments equal to the ground truth's) / (1 + the ground truth's
+                   arguments), each gold call matched at most once; the mean over the gold calls (shaping,
+                   so a small model that never passes still learns which call a request asks for; the
+                   pass is the checker's alone)
   - error_penalty x the share of this turn's calls that failed (unknown function, wrong arguments, an
                    exception or an `{"error": ...}` answer of a backend, a timeout)
 
@@ -33,7 +38,7 @@ from typing import Any
 from comlrl.contracts import Continuation, JointTurn, Messages, Task, TaskConfig, Transition
 from comlrl.errors import ConfigError, require
 from comlrl.tasks.bfcl import prompts
-from comlrl.tasks.bfcl.calls import decode
+from comlrl.tasks.bfcl.calls import Call, decode
 from comlrl.tasks.bfcl.checker import Verdict
 from comlrl.tasks.bfcl.data import MULTI_TURN_CATEGORIES, BfclProblem, load_category
 from comlrl.tasks.bfcl.environment import (
@@ -82,7 +87,9 @@ class BfclMultiTurnConfig:
     cut_longer: bool = False  # true: entries with more user turns are cut to their first max_user_turns instead
     classes: list[str] | None = None  # keep entries whose involved classes are all listed; null = all
     step_timeout_s: float = 10.0  # per joint action (its calls and the checker); past it: "execution timed out"
+    max_turn_calls: int | None = None  # keep entries whose every kept user turn's ground truth has at most this many calls
     format_reward: float = 0.1  # some call decoded on a turn whose ground truth has calls
+    call_reward: float = 0.3  # x the ground truth calls matched by name and arguments (shaping; see the docstring)
     error_penalty: float = 0.1  # x the share of the turn's calls that failed
 
 
@@ -106,6 +113,32 @@ class BfclTurnReward:
         return self.results
 
 
+def call_match(gold: Sequence[str], calls: Sequence[Call]) -> float:
+    """Mean over the gold calls of (1 + arguments equal) / (1 + gold arguments) for a decoded call of the same
+    name, each call matched at most once, the best-crediting pairs first (0 for a turn without gold calls)."""
+    wanted = [decode(text).calls for text in gold]
+    if not wanted:
+        return 0.0
+    pairs = []
+    for i, parsed in enumerate(wanted):
+        if len(parsed) != 1:
+            continue  # a gold string that does not decode as one call earns nothing
+        g = parsed[0]
+        for j, c in enumerate(calls):
+            if c.name == g.name:
+                equal = sum(k in c.args and c.args[k] == v for k, v in g.args.items())
+                pairs.append(((1 + equal) / (1 + len(g.args)), i, j))
+    used_gold: set[int] = set()
+    used_calls: set[int] = set()
+    total = 0.0
+    for credit, i, j in sorted(pairs, reverse=True):
+        if i not in used_gold and j not in used_calls:
+            used_gold.add(i)
+            used_calls.add(j)
+            total += credit
+    return total / len(wanted)
+
+
 def _lines(pairs: Sequence[tuple[str, str]]) -> str:
     return "\n".join(f"{call} -> {result[:200]}" for call, result in pairs)
 
@@ -124,8 +157,9 @@ class BfclMultiTurnTask(Task):
         self.role_names = list(self.cfg.roles)
         self.num_agents = len(self.role_names)
         self.format_reward = float(self.cfg.format_reward)
+        self.call_reward = float(self.cfg.call_reward)
         self.error_penalty = float(self.cfg.error_penalty)
-        self.reward_range = (-self.error_penalty, 1.0 + self.format_reward)
+        self.reward_range = (-self.error_penalty, 1.0 + self.format_reward + self.call_reward)
         self.scorer = scorer or Scorer(timeout_s=float(self.cfg.step_timeout_s), warm_up=warm_up)
         self._fresh: dict[str, bytes] = {}  # task id -> its instances before any call
         self.examples: list[BfclProblem] = []  # training entries whose first turn can be shown solved (`load`)
@@ -139,10 +173,13 @@ class BfclMultiTurnTask(Task):
             raise ConfigError(f"config error: task.bfcl_multi_turn.categories={list(o.categories)!r} is not allowed; "
                               f"expected some of: {', '.join(MULTI_TURN_CATEGORIES)} (single-turn: task.name=bfcl)")
         check_roles_and_weights("task.bfcl_multi_turn", o.roles, {"format_reward": o.format_reward,
+                                                        "call_reward": o.call_reward,
                                                         "error_penalty": o.error_penalty})
         require(o.docs in prompts.DOC_STYLES, "task.bfcl_multi_turn.docs", o.docs, " or ".join(prompts.DOC_STYLES))
         require(o.max_user_turns is None or o.max_user_turns >= 1, "task.bfcl_multi_turn.max_user_turns",
                 o.max_user_turns, "an integer >= 1 or null (= magrpo.num_turns)")
+        require(o.max_turn_calls is None or o.max_turn_calls >= 1, "task.bfcl_multi_turn.max_turn_calls",
+                o.max_turn_calls, "an integer >= 1 or null (no limit)")
         require(o.classes is None or (bool(o.classes) and all(c in MULTI_TURN_CLASSES for c in o.classes)),
                 "task.bfcl_multi_turn.classes", o.classes, f"null or some of: {', '.join(MULTI_TURN_CLASSES)}")
         require(math.isfinite(o.step_timeout_s) and o.step_timeout_s > 0, "task.bfcl_multi_turn.step_timeout_s",
@@ -167,10 +204,13 @@ class BfclMultiTurnTask(Task):
     # -- data + prompts ---------------------------------------------------------------------------------
 
     def keeps(self, problem: BfclProblem) -> bool:
-        """The entry fits `max_user_turns` (or is cut to it: `cut_longer`) and `classes`."""
-        limit, classes = self.cfg.max_user_turns, self.cfg.classes
+        """The entry fits `max_user_turns` (or is cut to it: `cut_longer`), `classes` and `max_turn_calls`
+        (judged on the turns kept)."""
+        limit, classes, most = self.cfg.max_user_turns, self.cfg.classes, self.cfg.max_turn_calls
+        kept = problem.gold if limit is None else list(problem.gold)[: int(limit)]
         return ((limit is None or self.cfg.cut_longer or len(problem.turns) <= int(limit))
-                and (classes is None or set(problem.entry["involved_classes"]) <= set(classes)))
+                and (classes is None or set(problem.entry["involved_classes"]) <= set(classes))
+                and (most is None or all(len(g) <= most for g in kept)))
 
     def cut(self, problem: BfclProblem) -> BfclProblem:
         """With `cut_longer`, the entry as its first `max_user_turns` user turns and their ground truth: the
@@ -190,7 +230,8 @@ class BfclMultiTurnTask(Task):
             problems = [self.cut(p) for p in load_category(category) if self.keeps(p)]
             if not problems:
                 raise DatasetError(f"task.bfcl_multi_turn: no {category} entry has at most {self.cfg.max_user_turns} "
-                                   f"user turns and only the classes {self.cfg.classes}")
+                                   f"user turns, only the classes {self.cfg.classes} and at most "
+                                   f"{self.cfg.max_turn_calls} calls a turn")
             size = int(dataset_cfg.eval_size) * (i + 1) // len(categories) - int(dataset_cfg.eval_size) * i // len(categories)
             tr, ev = split_problems(problems, size, int(dataset_cfg.seed))  # type: ignore[arg-type]
             train += tr  # type: ignore[arg-type]
@@ -308,7 +349,7 @@ class BfclMultiTurnTask(Task):
         return out
 
     def _components(self, decoded: Sequence[Any], user_turn: int) -> dict[str, float]:
-        return {"checker": 0.0, "format": 0.0, "errors_share": 0.0, "decoded": float(any(d.calls for d in decoded)),
+        return {"checker": 0.0, "format": 0.0, "calls_matched": 0.0, "errors_share": 0.0, "decoded": float(any(d.calls for d in decoded)),
                 "exact_format": float(bool(decoded) and all(d.exact for d in decoded)), "calls": 0.0,
                 "call_errors": 0.0, "user_turn": float(user_turn), "timed_out": 0.0, "after_end": 0.0}
 
@@ -319,7 +360,9 @@ class BfclMultiTurnTask(Task):
         comps.update(checker=float(res.verdict.valid), calls=float(len(calls)), call_errors=float(errors),
                      errors_share=errors / len(calls) if calls else 0.0)
         comps["format"] = self.format_reward * float(comps["decoded"] and bool(p.gold[st.answered - 1]))
-        total = comps["checker"] + comps["format"] - self.error_penalty * comps["errors_share"]
+        comps["calls_matched"] = call_match(p.gold[st.answered - 1], [c for d in decoded for c in d.calls])
+        total = (comps["checker"] + comps["format"] + self.call_reward * comps["calls_matched"]
+                 - self.error_penalty * comps["errors_share"])
         notes = [f"state {st.key} after user turn {st.answered}"]
         if not res.verdict.valid:
             notes += [f"{res.verdict.error_type}: {e}"[:300] for e in res.verdict.errors[:2]]

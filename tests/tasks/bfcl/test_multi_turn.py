@@ -25,6 +25,7 @@ from comlrl.tasks.bfcl import BfclMultiTurnConfig, BfclMultiTurnTask  # noqa: E4
 from comlrl.tasks.bfcl.calls import decode  # noqa: E402
 from comlrl.tasks.bfcl.data import load_category  # noqa: E402
 from comlrl.tasks.bfcl.environment import TurnState  # noqa: E402
+from comlrl.tasks.bfcl.multi_turn import call_match  # noqa: E402
 from comlrl.tasks.bfcl.scorer import Failed, Scorer  # noqa: E402
 from comlrl.tasks.datasets import DatasetConfig  # noqa: E402
 
@@ -61,6 +62,8 @@ def test_registered_and_options_checked():
                      (BfclMultiTurnConfig(docs="xml"), "docs"), (BfclMultiTurnConfig(classes=["Shell"]), "classes"),
                      (BfclMultiTurnConfig(step_timeout_s=0), "step_timeout_s"),
                      (BfclMultiTurnConfig(max_user_turns=0), "max_user_turns"),
+                     (BfclMultiTurnConfig(max_turn_calls=0), "max_turn_calls"),
+                     (BfclMultiTurnConfig(call_reward=-0.1), "call_reward"),
                      (BfclMultiTurnConfig(roles=["a", "a"]), "roles"), (BfclMultiTurnConfig(error_penalty=-1), "error")):
         with pytest.raises(ConfigError, match=rf"^config error: task\.bfcl_multi_turn\.{key}"):
             BfclMultiTurnTask.validate_options(bad)
@@ -148,7 +151,7 @@ def test_the_gold_calls_pass_the_checker_at_every_turn(task, problems, task_id):
     state = task.initial_state(p)
     for k, gold in enumerate(p.gold):
         reward, state = step(task, p, state, "[" + ", ".join(gold) + "]")
-        assert reward.all_passed and reward.total == task.reward_range[1], (k, reward.notes)
+        assert reward.all_passed and reward.total == pytest.approx(task.reward_range[1]), (k, reward.notes)
         assert reward.components["call_errors"] == 0 and state.answered == k + 1
     reward, after = step(task, p, state, "[ls()]")  # a tree turn past the last user turn: nothing runs
     assert reward.all_passed and reward.total == 0 and reward.components["after_end"] == 1 and after is state
@@ -165,7 +168,8 @@ def test_the_gold_calls_pass_the_checker_at_every_turn(task, problems, task_id):
 def test_bad_output_is_an_observation_and_a_low_reward(task, problems, reply, observed):
     p = problems["multi_turn_base_0"]  # TwitterAPI + GorillaFileSystem
     reward, state = step(task, p, task.initial_state(p), reply)
-    assert not reward.all_passed and reward.total <= 0
+    assert not reward.all_passed and reward.components["checker"] == 0
+    assert reward.total < 0.2  # at most a little shaping (a right name) against the pass's 1.0
     shown = task.observation(p, state)
     assert observed in shown and p.turns[1][0]["content"] in shown
     assert state.answered == 1 and fs(state)._current_dir.contents.keys() == fs(task.initial_state(p))._current_dir.contents.keys()
@@ -265,3 +269,36 @@ def test_cut_longer_keeps_every_entry_as_its_first_user_turns():
     kept = BfclMultiTurnTask(BfclMultiTurnConfig(max_user_turns=1))  # without the cut: the 1-turn entries only
     tr, ev = kept.load(DatasetConfig(eval_size=1))
     assert len(tr) + len(ev) == sum(len(p.turns) == 1 for p in full.values())
+
+
+@pytest.mark.parametrize("gold,reply,credit", [
+    (["ls(a=True)"], "[ls(a=True)]", 1.0),
+    (["ls(a=True)"], "[ls()]", 0.5),  # the name: 1 of (1 + 1 argument)
+    (["ls(a=True)"], "[ls(a=False)]", 0.5),
+    (["ls(a=True)"], "[pwd()]", 0.0),
+    (["ls(a=True)"], "[ls(a=True), ls(a=True)]", 1.0),  # extra calls are the checker's to judge
+    (["cd(folder='d')", "mkdir(dir_name='t')"], "[cd(folder='d'), mkdir(dir_name='x')]", 0.75),
+    (["cd(folder='d')", "cd(folder='e')"], "[cd(folder='e')]", 0.5),  # one reply call matches one gold call
+    (["cd(folder='d')", "cd(folder='e')"], "[cd(folder='e'), cd(folder='d')]", 1.0),  # order left to the checker
+    ([], "[ls()]", 0.0),  # a turn that wants no call
+    (["ls(a=True)"], "not calls", 0.0),
+])
+def test_call_match_credits_each_gold_call_by_name_and_arguments(gold, reply, credit):
+    assert call_match(gold, list(decode(reply).calls)) == pytest.approx(credit)
+
+
+def test_the_calls_matched_component_is_shaping_beside_the_checkers_pass(task, problems):
+    p = problems["multi_turn_base_2"]
+    gold = "[" + ", ".join(p.gold[0]) + "]"
+    right, _ = step(task, p, task.initial_state(p), gold)
+    assert right.components["calls_matched"] == 1.0 and right.total == pytest.approx(1 + task.format_reward + task.call_reward)
+    name_only, _ = step(task, p, task.initial_state(p), "[" + p.gold[0][0].split("(")[0] + "()]")
+    assert name_only.components["calls_matched"] > 0 and not name_only.passed
+
+
+def test_max_turn_calls_keeps_the_entries_whose_kept_turns_want_few_calls():
+    full = load_category("multi_turn_base")
+    t = BfclMultiTurnTask(BfclMultiTurnConfig(max_user_turns=1, cut_longer=True, max_turn_calls=1))
+    train, evals = t.load(DatasetConfig(eval_size=4))
+    assert len(train) + len(evals) == sum(len(p.gold[0]) <= 1 for p in full) == 98
+    assert all(len(p.gold[0]) == 1 for p in train + evals)
