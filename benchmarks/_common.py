@@ -101,7 +101,7 @@ class TieBreakTask:
                 for r, (_, texts) in zip(out, items, strict=True)]
 
     def score_joint(self, turns):
-        """What the trainer calls (comlrl.contracts.Task.score_joint): the wrapped task's rewards, tie-broken.
+        """What the trainer calls (comlrl.tree.contracts.Task.score_joint): the wrapped task's rewards, tie-broken.
         Overriding `score` alone is not enough: the wrapped task's own `score_joint` would never reach it."""
         return [(dataclasses.replace(r, total=r.total + TIE_BREAK * sum(len(t) for t in turn.texts)), state)
                 for (r, state), turn in zip(self._task.score_joint(turns), turns, strict=True)]

@@ -24,9 +24,9 @@ def main() -> None:
     quiet_console()
     import torch
 
-    from comlrl.components import build
-    from comlrl.config import load_config
-    from comlrl.rollout import TreeShape
+    from comlrl.config.schema import load_config
+    from comlrl.run.components import build
+    from comlrl.tree.rollout import TreeShape
 
     cfg = load_config("configs/coop_T1_G8.yaml", ["training.output_dir=/tmp/coop_rate", *args.overrides])
     comp = build(cfg, for_training=False)

@@ -37,8 +37,8 @@ from rollout_throughput import expand_depth_first  # noqa: E402
 def rollout_once(comp, engine, problems, shape, seed: int, depth_first: bool = False) -> tuple[dict, list]:
     import torch
 
-    from comlrl.advantages import assign_advantages
-    from comlrl.tree import backup_returns
+    from comlrl.learn.advantages import assign_advantages
+    from comlrl.tree.nodes import backup_returns
 
     comp.engine = engine
     torch.manual_seed(seed)
@@ -49,8 +49,7 @@ def rollout_once(comp, engine, problems, shape, seed: int, depth_first: bool = F
     m = comp.cfg.magrpo
     for root in roots:
         backup_returns(root, m.discount)
-    assign_advantages(roots, m.num_agents, m.num_generations, m.advantage.baseline, m.advantage.scale,
-                      m.advantage.eps)
+    assign_advantages(roots, m.advantage.baseline, m.advantage.scale, m.advantage.eps)
     return {"seconds": round(wall, 3), "gen_tokens": rollout.gen_tokens, "gen_seconds": round(rollout.gen_seconds, 3),
             "tokens_per_s": round(rollout.gen_tokens / wall, 2)}, roots
 
@@ -68,7 +67,7 @@ def update_pass(comp, items, share: bool) -> float:
     so every pass sees the same model); returns wall seconds."""
     import torch
 
-    from comlrl.loss import aggregate, per_token_loss, step_normaliser
+    from comlrl.learn.loss import aggregate, per_token_loss, step_normaliser
 
     lc = comp.cfg.magrpo.loss
     pol = comp.policies
@@ -102,10 +101,10 @@ def main() -> None:
     setup(args.threads)
     import torch
 
-    from comlrl.config import load_config
+    from comlrl.config.schema import load_config
     from comlrl.engines import HFEngine
-    from comlrl.rollout import TreeShape
-    from comlrl.trainer import build
+    from comlrl.run.trainer import build
+    from comlrl.tree.rollout import TreeShape
 
     t_start = time.perf_counter()
     info = machine(args.threads)

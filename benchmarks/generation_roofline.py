@@ -161,7 +161,7 @@ def main() -> None:
     setup(args.threads)
     import torch
 
-    from comlrl.config import load_config
+    from comlrl.config.schema import load_config
     from comlrl.models import load_model
     from comlrl.policy import AgentPolicies, agent_name
     from comlrl.tasks import build_task

@@ -3,7 +3,7 @@
 Speed needs no trained weights, so the model is Qwen2.5-1.5B's architecture (ARCHS below) with random
 weights, built on the device and saved once; the tokenizer is the embedded model's (SmolLM2's 49152 tokens,
 a subset of the 151936 ids the model samples from; ids past it decode to nothing). Each stage is a fresh
-process, so peaks never mix, and runs the real trainer (`comlrl.trainer.build`, `training_step`) on
+process, so peaks never mix, and runs the real trainer (`comlrl.run.trainer.build`, `training_step`) on
 code_collab (N=2 LoRA agents, T=2, G=4, align, `--trees` trees per step, the real sandbox) with a
 negligible length tie-break so every completion trains (benchmarks/_common.TieBreakTask):
 
@@ -113,8 +113,8 @@ def child(stage: str, model_dir: str, dtype: str, steps: int, warmup: int, trees
     setup(threads=min(8, os.cpu_count() or 1))
     import torch
 
-    from comlrl.config import load_config
-    from comlrl.trainer import build, training_step
+    from comlrl.config.schema import load_config
+    from comlrl.run.trainer import build, training_step
 
     cfg = load_config(ROOT / "configs" / "align_T2_G4.yaml",
                       stage_overrides(model_dir, dtype, trees, new_tokens, stage, extra))

@@ -94,10 +94,10 @@ def main() -> None:
 
     import dataclasses
 
-    from comlrl.components import build
-    from comlrl.config import load_config
-    from comlrl.rollout import TreeShape
+    from comlrl.config.schema import load_config
+    from comlrl.run.components import build
     from comlrl.tasks.code.collab import CodeCollabTask
+    from comlrl.tree.rollout import TreeShape
 
     cfg = load_config(str(ROOT / "configs" / "learn_easy.yaml"), [])
     comp = build(cfg, for_training=False)

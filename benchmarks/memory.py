@@ -1,7 +1,7 @@
 """Peak memory of N=2 agents: LoRA adapters on one shared base vs two full models (agents.mode=full).
 
 Each measurement is a fresh process (this script re-invoked with --child), so peaks never mix: it builds
-the real trainer (`comlrl.trainer.build`: policies, AdamW over the trainable parameters, sandbox) for
+the real trainer (`comlrl.run.trainer.build`: policies, AdamW over the trainable parameters, sandbox) for
 code_collab with N=2, T=1, G=4, then runs one `training_step` (one batched generate of 2 agents x G rows,
 sandbox scoring, loss, backward, optimizer step). Peak RSS is the kernel's high-water mark (VmHWM) of the
 child; RSS after import, after loading and after the step are reported too. The modes alternate, the
@@ -39,8 +39,8 @@ def child(mode: str, model: str, length: int, threads: int, overrides: list[str]
     setup(threads)
     import torch
 
-    from comlrl.config import load_config
-    from comlrl.trainer import build, training_step
+    from comlrl.config.schema import load_config
+    from comlrl.run.trainer import build, training_step
 
     out = {"mode": mode, "rss_import_mb": status("VmRSS")}
     cfg = load_config(ROOT / "configs" / "align_T2_G4.yaml", [

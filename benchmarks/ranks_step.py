@@ -61,11 +61,11 @@ def main() -> None:
     setup(threads=1)
     import torch
 
-    from comlrl.config import load_config
+    from comlrl.config.schema import load_config
     from comlrl.engines import HFEngine, build_engine
     from comlrl.engines.server_engine import RolloutServerError, ServerEngine
     from comlrl.engines.vllm_engine import VLLMEngine
-    from comlrl.trainer import build, training_step
+    from comlrl.run.trainer import build, training_step
 
     cfg = load_config(ROOT / "configs" / "align_T2_G4.yaml", [
         f"model.name={args.model}", f"model.max_new_tokens={args.length}", f"rollout.engine={fast[0]}",

@@ -3,7 +3,7 @@
 The depth-first baseline is the method of the CoMLRL reference implementation: it visits one node at a
 time and calls `generate` once per agent with batch G, scores that node's joint actions, builds its
 children's prompts and descends into each child before the next sibling. Both expanders drive the SAME
-`comlrl.rollout.Rollout` callables (the same AgentPolicies with LoRA adapters, task scoring in the
+`comlrl.tree.rollout.Rollout` callables (the same AgentPolicies with LoRA adapters, task scoring in the
 sandbox, feedback prompts), so only the expansion order and the batching differ. Same problems and seeds
 for both; rounds alternate which one goes first; the ratio is the median of the per-round ratios of
 generated tokens per second of rollout time (generation + scoring + feedback). Rollout time is counted as
@@ -32,8 +32,8 @@ from _common import ROOT, command, machine, median, rss_mb, setup, write  # noqa
 
 def expand_depth_first(rollout, shape) -> list:
     """The per-node baseline: one `generate` per node per agent (batch G), depth-first."""
-    from comlrl.rollout import make_roots
-    from comlrl.tree import Node, joint_actions, should_terminate
+    from comlrl.tree.nodes import Node, joint_actions, should_terminate
+    from comlrl.tree.rollout import make_roots
 
     actions = joint_actions(shape.num_agents, shape.num_generations, shape.joint_mode)
     roots = make_roots([rollout.initial_messages(p) for p in rollout.problems], "df")
@@ -66,7 +66,7 @@ def expand_depth_first(rollout, shape) -> list:
 def run_once(comp, problems, shape, impl: str, seed: int) -> dict:
     import torch
 
-    from comlrl.tree import TreeStats
+    from comlrl.tree.nodes import TreeStats
 
     torch.manual_seed(seed)
     rollout = comp.rollout(problems)
@@ -92,9 +92,9 @@ class ConfigBench:
     """One config (align_T2_G4 or cross_T2_G4): built once, then measured round by round."""
 
     def __init__(self, name: str, args, max_new_tokens: int) -> None:
-        from comlrl.config import load_config
-        from comlrl.rollout import TreeShape
-        from comlrl.trainer import build
+        from comlrl.config.schema import load_config
+        from comlrl.run.trainer import build
+        from comlrl.tree.rollout import TreeShape
 
         overrides = [f"model.max_new_tokens={max_new_tokens}", f"training.torch_threads={args.threads}",
                      "sandbox.cache=false", "logging.progress_bar=false", f"training.trees_per_step={args.trees}",

@@ -58,10 +58,10 @@ def main() -> None:
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from comlrl.config import load_config
+    from comlrl.config.schema import load_config
     from comlrl.models import load_model
-    from comlrl.problem_draw import step_problems
-    from comlrl.trainer import build, training_step
+    from comlrl.run.problem_draw import step_problems
+    from comlrl.run.trainer import build, training_step
 
     t_start = time.perf_counter()
     info = machine(args.threads)

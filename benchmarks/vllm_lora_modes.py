@@ -42,9 +42,9 @@ def main() -> None:
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
     import torch
 
-    from comlrl.components import build
-    from comlrl.config import VLLMSettings, load_config
+    from comlrl.config.schema import VLLMSettings, load_config
     from comlrl.engines.vllm_engine import VLLMEngine
+    from comlrl.run.components import build
 
     cfg = load_config(ROOT / "configs" / "align_T2_G4.yaml", [
         f"model.name={args.model}", f"model.max_new_tokens={args.length}", "logging.progress_bar=false",

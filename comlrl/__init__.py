@@ -1,6 +1,6 @@
 """comlrl: tree-search multi-agent GRPO for language models that collaborate over several turns.
 
-The Python API (docs/python-api.md):
+The Python API (docs/python-api.md), and the extension API (`register_*`, `Task`, `Reward`: docs/architecture.md):
 
     from comlrl import load_config, train
 
@@ -13,18 +13,30 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ConfigError", "RunConfig", "TrainResult", "load_config", "train"]
+REGISTER = ("register_algorithm", "register_estimator", "register_loss", "register_provider", "register_reward",
+            "register_task", "register_transition")
+CONTRACTS = ("Reward", "Task", "TaskConfig", "Transition")
+__all__ = ["ConfigError", "RunConfig", "TrainResult", "load_config", "train", *REGISTER, *CONTRACTS]
+
 
 def __getattr__(name: str) -> Any:
     """The API names, imported on first use (explicit imports, so the import contracts see them)."""
     if name in ("ConfigError", "RunConfig", "load_config"):
-        from comlrl import config
+        from comlrl.config import schema
 
-        return vars(config)[name]
+        return vars(schema)[name]
     if name in ("TrainResult", "train"):
         from comlrl import api
 
         return vars(api)[name]
+    if name in REGISTER:
+        from comlrl.config import registry
+
+        return vars(registry)[name]
+    if name in CONTRACTS:
+        from comlrl.tree import contracts
+
+        return vars(contracts)[name]
     raise AttributeError(f"module 'comlrl' has no attribute {name!r}")
 
 

@@ -22,13 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from comlrl.config import ConfigError, RunConfig, load_config, validate
+from comlrl.config.schema import ConfigError, RunConfig, load_config, validate
+from comlrl.run.outputs import OUTPUTS
 
 __all__ = ["DATASET_FILE", "TrainResult", "train"]
 
-DATASET_FILE = "dataset.jsonl"  # where an in-memory dataset is written, inside training.output_dir
-OUTPUTS = {"config": "config.yaml", "metrics": "metrics.jsonl", "trees": "trees.jsonl", "dataset": DATASET_FILE,
-           "tensorboard": "tensorboard", "checkpoints": "checkpoints", "final": "final", "plots": "plots"}
+DATASET_FILE = OUTPUTS["dataset"]  # where an in-memory dataset is written, inside training.output_dir
 
 
 @dataclass(frozen=True)
@@ -47,14 +46,14 @@ class TrainResult:
 
     @property
     def paths(self) -> dict[str, Path]:
-        """Each output the run wrote, by name: config, metrics, trees, dataset, tensorboard, checkpoints,
-        final, plots."""
+        """Each output the run wrote, by name: config, metrics, trees, eval, dataset, tensorboard, wandb,
+        checkpoints, final, plots."""
         return {name: self.output_dir / rel for name, rel in OUTPUTS.items() if (self.output_dir / rel).exists()}
 
 
 def _spec(fn: Callable[..., Any] | str) -> str:
     """`module:function` for a reward function, checked to name that very function."""
-    from comlrl.reward_funcs import call_name, resolve
+    from comlrl.tasks.reward_funcs import call_name, resolve
 
     if isinstance(fn, str):
         return fn
@@ -120,7 +119,7 @@ def train(config: RunConfig | str | Path | None = None, overrides: Sequence[str]
     text task: a `prompt` column and any others). reward_funcs / reward_weights: as `task.reward_funcs` /
     `task.reward_weights`, functions or `module:function` strings.
     """
-    from comlrl.run_outputs import check_output_dir
+    from comlrl.run.outputs import check_output_dir
 
     cfg = load_config(config, list(overrides))
     if reward_funcs is not None:
@@ -139,7 +138,7 @@ def train(config: RunConfig | str | Path | None = None, overrides: Sequence[str]
         write_rows(rows, out / DATASET_FILE)
     else:
         validate(cfg)
-    from comlrl.trainer import run  # torch and the models load only now
+    from comlrl.run.trainer import run  # torch and the models load only now
 
     run(cfg)
     lines = (out / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if (out / "metrics.jsonl").exists() else []

@@ -23,6 +23,8 @@ from typing import Any
 
 from filelock import FileLock
 
+from comlrl.errors import require
+
 log = logging.getLogger(__name__)
 
 EMBEDDED_MODEL = "smollm2-135m-instruct"  # the default model.name: SmolLM2-135M-Instruct, shipped as a GGUF
@@ -49,6 +51,13 @@ class ModelConfig:
     top_k: int = 50  # transformers' default, explicit so a library default cannot move it; 0 = off
     gradient_checkpointing: bool = False
 
+    def check(self) -> None:
+        require(self.max_new_tokens >= 1, "model.max_new_tokens", self.max_new_tokens, "an integer >= 1")
+        require(self.max_prompt_tokens >= 16, "model.max_prompt_tokens", self.max_prompt_tokens, "an integer >= 16")
+        require(self.temperature > 0, "model.temperature", self.temperature, "a number > 0")
+        require(0 < self.top_p <= 1, "model.top_p", self.top_p, "a number in (0, 1]")
+        require(self.top_k >= 0, "model.top_k", self.top_k, "an integer >= 0 (0 = no top-k cut)")
+
 
 @dataclass
 class LoraConfig:
@@ -60,6 +69,13 @@ class LoraConfig:
     # a list of module names, or one string as peft takes it: "all-linear" or a regex over module names
     target_modules: Any = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
 
+    def check(self) -> None:
+        require(self.r >= 1, "agents.lora.r", self.r, "an integer >= 1")
+        tm = self.target_modules
+        require((isinstance(tm, str) and bool(tm.strip())) or (isinstance(tm, list) and bool(tm) and all(
+            isinstance(x, str) and x for x in tm)), "agents.lora.target_modules", tm,
+            "a list of module names, or one string as peft takes it (all-linear, or a regex over module names)")
+
 
 @dataclass
 class AgentsConfig:
@@ -68,6 +84,9 @@ class AgentsConfig:
     mode: str = "lora"  # lora: one frozen base + one adapter per agent | full: a full model per agent
     models: list[str] | None = None  # full mode only: one model name per agent (heterogeneous agents)
     lora: LoraConfig = field(default_factory=LoraConfig)
+
+    def check(self) -> None:
+        self.lora.check()
 
 
 class ModelError(ValueError):

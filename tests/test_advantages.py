@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from comlrl.advantages import assign_advantages, completion_values, group_advantages
-from comlrl.tree import Node, joint_actions
+from comlrl.learn.advantages import assign_advantages, completion_values, group_advantages
+from comlrl.tree.nodes import Node, joint_actions
 
 
 def test_align_values_are_own_returns():
@@ -138,9 +138,10 @@ def test_same_reward_table_same_scale_in_both_modes():
 
 
 def test_assign_advantages_over_a_tree_counts_skipped_groups():
-    root = Node(id="0", turn=1, root=0, messages=[], joint=joint_actions(2, 2, "cross"))
+    root = Node(id="0", turn=1, root=0, messages=[], joint=joint_actions(2, 2, "cross"),
+                completions=[["a0", "a1"], ["b0", "b1"]])  # agents and G are counted on the node
     root.returns = [1.0, 1.0, 3.0, 3.0]  # agent 1 irrelevant -> its group is skipped
-    stats = assign_advantages([root], 2, 2, "mean", "none", 1e-6)
+    stats = assign_advantages([root], "mean", "none", 1e-6)
     assert root.advantages[0] == [-1.0, 1.0] and root.advantages[1] is None
     assert (stats.groups, stats.skipped) == (2, 1)
 
@@ -150,3 +151,16 @@ def test_every_completion_is_credited_in_cross():
         joint = joint_actions(n, g, "cross")
         for agent in range(n):
             assert len(completion_values(joint, [1.0] * len(joint), agent, g)) == g
+
+
+def test_assign_advantages_reads_each_nodes_own_sample_count():
+    """A later turn that samples fewer (the evaluation's chains: 1 per agent after turn 1) is grouped by its
+    own count, not the config's G."""
+    root = Node(id="0", turn=1, root=0, messages=[], joint=joint_actions(1, 3, "align"),
+                completions=[["a", "b", "c"]])
+    root.returns = [0.0, 1.0, 2.0]
+    child = Node(id="0.0", turn=2, root=0, messages=[], joint=joint_actions(1, 2, "align"), completions=[["x", "y"]])
+    child.returns = [1.0, 3.0]
+    root.children = {0: child}
+    assign_advantages([root], "mean", "none", 1e-6)
+    assert root.advantages == [[-1.0, 0.0, 1.0]] and child.advantages == [[-1.0, 1.0]]

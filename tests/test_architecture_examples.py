@@ -10,8 +10,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 CHECK = '''
-from comlrl.config import load_config
-from comlrl.registry import PROVIDERS
+from comlrl.config.schema import load_config
+from comlrl.config.registry import PROVIDERS
 from comlrl.tasks import build_task
 from feedback import FeedbackContext, FeedbackOptions, build_next_messages
 from sandbox.executor import Sandbox
@@ -52,7 +52,7 @@ def examples() -> str:
     text = (ROOT / "docs" / "architecture.md").read_text()
     section = text[text.index("## Extending"):]
     blocks = re.findall(r"\n\n((?:    .*\n|\n)+)", section)
-    code = ["\n".join(line[4:] for line in b.splitlines()) for b in blocks if "from comlrl.registry import" in b]
+    code = ["\n".join(line[4:] for line in b.splitlines()) for b in blocks if re.search(r"from comlrl import register_", b)]
     assert len(code) == 4, "one example per registry"
     return "\n".join(code)
 

@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # (running code with exec is not importing: the actions harness and the coop problems' checks exec code they hold)
 BY_NAME = re.compile(r"\bimport_module\(|\b__import__\(|\bimportlib\.util\.spec_from")
 # where a module is imported by a name only known at run time: the user's own modules
-ALLOWED = {"comlrl/registry.py": "import_plugins: the config's `plugins`",
-           "comlrl/reward_funcs.py": "resolve: task.reward_funcs' module:function",
+ALLOWED = {"comlrl/config/registry.py": "import_plugins: the config's `plugins`",
+           "comlrl/tasks/reward_funcs.py": "resolve: task.reward_funcs' module:function",
            "sandbox/_worker.py": "the child process's own standard-library imports"}
 
 
@@ -31,13 +31,13 @@ def test_only_user_modules_are_imported_by_name() -> None:
 
 
 def test_the_registry_and_the_loader_name_their_imports() -> None:
-    registry = (ROOT / "comlrl" / "registry.py").read_text()
+    registry = (ROOT / "comlrl" / "config" / "registry.py").read_text()
     assert "import_module(module)" in registry and "_attr(" not in registry
-    assert "from comlrl.config" not in registry and "import comlrl.config" not in registry
+    assert "from comlrl.config.schema" not in registry and "import comlrl.config.schema" not in registry
     # one model loader: the LLM stack's local model loads through comlrl.models (a lower layer), never its own
     local_model = (ROOT / "comlrl" / "llm" / "local_model.py").read_text()
     assert "from comlrl.models import" in local_model and "AutoModelForCausalLM" not in local_model
-    assert "from comlrl.config" not in (ROOT / "comlrl" / "models.py").read_text()
+    assert "from comlrl.config.schema" not in (ROOT / "comlrl" / "models.py").read_text()
 
 
 def test_the_import_contracts_hold() -> None:

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from comlrl.advantages import assign_advantages
-from comlrl.config import load_config, validate_threshold
-from comlrl.loss import aggregate, completion_mask, per_token_loss, step_normaliser
-from comlrl.tree import Node, backup_returns, joint_actions, should_terminate
+from comlrl.config.schema import load_config, validate_threshold
+from comlrl.learn.advantages import assign_advantages
+from comlrl.learn.loss import aggregate, completion_mask, per_token_loss, step_normaliser
+from comlrl.tree.nodes import Node, backup_returns, joint_actions, should_terminate
 
 COMPAT = Path(__file__).resolve().parents[1] / "configs" / "comlrl_compat.yaml"
 
@@ -38,11 +38,12 @@ def test_the_compat_config_holds_comlrls_defaults():
 def _cross_tree() -> Node:
     """N=2, G=2, T=2, cross: joint actions (0,0) (0,1) (1,0) (1,1) at every node."""
     joint = joint_actions(2, 2, "cross")
-    root = Node(id="0", turn=1, root=0, messages=[[], []], joint=joint, rewards=[1.0, 0.5, 2.0, 3.0])
+    two = [["a", "b"], ["c", "d"]]  # each agent's G=2 completions
+    root = Node(id="0", turn=1, root=0, messages=[[], []], joint=joint, rewards=[1.0, 0.5, 2.0, 3.0], completions=two)
     for j, rewards in enumerate(([1.0, 2.0, 2.0, 4.0], [0.0, 1.0, 0.0, 3.0], [3.0, 4.0, 2.0, 4.0],
                                  [4.0, 4.0, 3.5, 4.0])):
         root.children[j] = Node(id=root.child_id(j), turn=2, root=0, messages=[[], []], parent=root,
-                                parent_action=j, joint=joint, rewards=rewards)
+                                parent_action=j, joint=joint, rewards=rewards, completions=two)
     return root
 
 
@@ -53,7 +54,7 @@ def test_compat_config_gives_comlrls_returns_and_advantages_on_a_cross_tree():
     root = _cross_tree()
     assert not should_terminate(root.rewards, m.early_termination_threshold)  # mean 1.625: the root expands
     backup_returns(root, m.discount)
-    stats = assign_advantages([root], m.num_agents, 2, adv.baseline, adv.scale, adv.eps, credit=adv.credit)
+    stats = assign_advantages([root], adv.baseline, adv.scale, adv.eps, credit=adv.credit)
 
     # Root returns, gamma 0.9: child means 2.25, 1.0, 3.25, 3.875
     #   R = [1 + 0.9*2.25, 0.5 + 0.9*1.0, 2 + 0.9*3.25, 3 + 0.9*3.875] = [3.025, 1.4, 4.925, 6.4875]
@@ -80,7 +81,7 @@ def test_compat_config_gives_comlrls_returns_and_advantages_on_a_cross_tree():
     # not scale, so its step grows with G^(N-1).
     default = _cross_tree()
     backup_returns(default, m.discount)
-    assign_advantages([default], 2, 2, "mean", "group", 1e-12)
+    assign_advantages([default], "mean", "group", 1e-12)
     assert default.advantages[0] == pytest.approx([-1.0, 1.0])
 
 

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from comlrl.config import ConfigError, RunConfig, default_config, load_config, to_yaml, validate_threshold
+from comlrl.config.schema import (
+    ConfigError,
+    RunConfig,
+    default_config,
+    load_config,
+    to_yaml,
+    validate_threshold,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -158,7 +165,7 @@ def test_dataset_path_with_a_built_in_set_is_refused_naming_both_keys(name):
     ("align", 4, 2, 3, 4 + 16 + 64), ("cross", 3, 1, 2, 3 + 9),
 ])
 def test_tree_joint_actions(mode, g, n, t, total):
-    from comlrl.config import tree_joint_actions
+    from comlrl.config.schema import tree_joint_actions
 
     assert tree_joint_actions(mode, g, n, t) == total
 

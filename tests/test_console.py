@@ -44,7 +44,7 @@ def test_info_and_warnings_of_our_loggers_come_from_rank_0_only(rank: str | None
             "logging.getLogger('comlrl.engines').warning('engine fell back')\n"
             "logging.getLogger('sandbox.executor').warning('weaker isolation')\n"
             "logging.getLogger('comlrl').info('resumed')\n"
-            "logging.getLogger('comlrl.trainer').error('rank failed')\n")
+            "logging.getLogger('comlrl.run.trainer').error('rank failed')\n")
     res = _python(code, RANK=rank)
     assert res.returncode == 0, res.stderr
     shown = [line.split(": ", 1)[1] for line in res.stderr.splitlines()]

@@ -46,7 +46,7 @@ def test_shims_import_the_cli_main_and_never_edit_sys_path(shim: str) -> None:
 def test_train_shim_imports_nothing_heavy_before_quiet_console() -> None:
     """quiet_console() must run before torch/transformers are imported (some settings are read at import)."""
     code = ("import sys; sys.path.insert(0, 'scripts'); import train; "
-            "print(sorted(m for m in ('torch', 'transformers', 'comlrl.trainer') if m in sys.modules))")
+            "print(sorted(m for m in ('torch', 'transformers', 'comlrl.run.trainer') if m in sys.modules))")
     res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "[]"

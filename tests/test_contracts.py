@@ -1,4 +1,4 @@
-"""The contracts of comlrl/contracts.py: every shipped task, reward and transition satisfies its own, the
+"""The contracts of comlrl/tree/contracts.py: every shipped task, reward and transition satisfies its own, the
 environment state of a path lives on the tree's nodes, and the trainer calls only declared members."""
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from comlrl.config import DatasetConfig, load_config
-from comlrl.contracts import Reward, Task, Transition
-from comlrl.feedback_bridge import FeedbackBridge
-from comlrl.rollout import Rollout, TreeShape
+from comlrl.config.schema import DatasetConfig, load_config
+from comlrl.run.feedback_bridge import FeedbackBridge
 from comlrl.tasks import build_task
 from comlrl.tasks.actions import ActionsTask, bundled_tasks_path
 from comlrl.tasks.actions.options import ActionsTaskConfig
 from comlrl.tasks.datasets import load_easy
+from comlrl.tree.contracts import Reward, Task, Transition
+from comlrl.tree.rollout import Rollout, TreeShape
 from feedback.results import AgentAnalysis, CodeResults
 from sandbox.results import ExecResult
 
@@ -37,7 +37,8 @@ def sandbox() -> Iterator:
         yield box
 
 
-@pytest.mark.parametrize("module", ["trainer.py", "components.py", "update.py", "rollout.py", "metrics.py", "evaluation.py"])
+@pytest.mark.parametrize("module", ["run/trainer.py", "run/components.py", "learn/update.py", "learn/learner.py",
+                                    "tree/rollout.py", "run/metrics.py", "run/evaluation.py"])
 def test_the_trainer_calls_declared_members_only(module: str) -> None:
     """It probed `score_paths`, `build_next_messages`, `metrics` and `all_passed` with getattr (the trainer's
     modules: the loop, what a run is built from, the update)."""

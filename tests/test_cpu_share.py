@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from comlrl.components import cpu_share, sandbox_workers
+from comlrl.run.components import cpu_share, sandbox_workers
 
 
 @pytest.mark.parametrize("env,cores,want", [

@@ -1,14 +1,14 @@
-"""Value targets and advantages of the actor-critic algorithms (comlrl.critic, comlrl.algorithms' units),
+"""Value targets and advantages of the actor-critic algorithms (comlrl.learn.critic, comlrl.learn.algorithms' units),
 checked against hand-computed cases; the reference library's worked cases are marked."""
 
 from __future__ import annotations
 
 import pytest
 
-from comlrl.algorithms import ALGORITHMS, explained_variance
-from comlrl.config import load_config
-from comlrl.critic import completion_targets, lambda_returns, whiten
-from comlrl.tree import Node, backup_returns
+from comlrl.config.schema import load_config
+from comlrl.learn.algorithms import ALGORITHMS, explained_variance
+from comlrl.learn.critic import completion_targets, lambda_returns, whiten
+from comlrl.tree.nodes import Node, backup_returns
 
 
 def _two_turn_tree() -> Node:
@@ -41,9 +41,10 @@ def test_lambda_half_mixes_the_value_and_the_child_returns():
 
 
 def test_completion_targets_average_the_joint_actions_holding_each_completion():
-    node = Node(id="r", turn=1, root=0, messages=[[], []], joint=[(0, 0), (0, 1), (1, 0), (1, 1)])
-    assert completion_targets(node, [3.0, 1.0, 0.0, 0.0], 0, 2) == [2.0, 0.0]
-    assert completion_targets(node, [3.0, 1.0, 0.0, 0.0], 1, 2) == [1.5, 0.5]
+    node = Node(id="r", turn=1, root=0, messages=[[], []], joint=[(0, 0), (0, 1), (1, 0), (1, 1)],
+                completions=[["a", "b"], ["c", "d"]])
+    assert completion_targets(node, [3.0, 1.0, 0.0, 0.0], 0) == [2.0, 0.0]
+    assert completion_targets(node, [3.0, 1.0, 0.0, 0.0], 1) == [1.5, 0.5]
 
 
 def test_whiten_matches_the_reference_librarys_worked_cases():

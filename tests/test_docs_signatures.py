@@ -1,7 +1,7 @@
 """The signatures docs/architecture.md shows are the code's: every documented name exists, and every
 documented parameter list names the parameters the code has, in order (issue 25: docs that cannot drift).
 
-A head line names a module-level object (`    comlrl.rollout.expand_trees(roots, shape, ...)`); the lines
+A head line names a module-level object (`    comlrl.tree.rollout.expand_trees(roots, shape, ...)`); the lines
 indented under it name its members (`        .run(code, tests) -> ExecResult`, `score_turns(turns) -> ...`,
 `num_agents: int`). A parameter list ending in `...` may leave out parameters; one without lists them all.
 Types, defaults and comments are the doc's own words and are not compared.

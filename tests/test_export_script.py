@@ -6,8 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from comlrl.export import nodes_with_gap
-from comlrl.tree_records import NodeRecord
+from comlrl.export.trees import nodes_with_gap
+from comlrl.tree.records import NodeRecord
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from comlrl.loss import aggregate, completion_mask, per_token_loss, step_normaliser
+from comlrl.learn.loss import aggregate, completion_mask, per_token_loss, step_normaliser
 
 
 def test_mask_excludes_padding_after_eos():
@@ -82,7 +82,7 @@ def test_kl_is_zero_at_reference_and_positive_elsewhere():
 
 # ---- engine / trainer mismatch: truncated importance sampling -------------------------------------------
 def test_truncated_is_weights_are_the_capped_ratio_and_one_on_padding() -> None:
-    from comlrl.loss import truncated_is_weights
+    from comlrl.learn.loss import truncated_is_weights
 
     train = torch.tensor([[-1.0, -2.0, -0.5], [-3.0, -1.0, 0.0]], requires_grad=True)
     engine = torch.tensor([[-1.5, -1.0, -0.5], [-0.1, -4.0, -9.0]])
@@ -94,7 +94,7 @@ def test_truncated_is_weights_are_the_capped_ratio_and_one_on_padding() -> None:
 
 
 def test_is_weights_scale_the_policy_gradient_term_only() -> None:
-    from comlrl.loss import per_token_loss
+    from comlrl.learn.loss import per_token_loss
 
     logps = torch.tensor([[-1.0, -2.0]], requires_grad=True)
     ref = torch.tensor([[-1.5, -2.5]])
@@ -106,7 +106,7 @@ def test_is_weights_scale_the_policy_gradient_term_only() -> None:
 
 
 def test_logprob_gap_sums_abs_delta_and_k3_kl_over_unmasked_tokens() -> None:
-    from comlrl.loss import logprob_gap
+    from comlrl.learn.loss import logprob_gap
 
     train = torch.tensor([[-1.0, -2.0, -7.0]])
     engine = torch.tensor([[-1.1, -1.8, 0.0]])
@@ -119,14 +119,14 @@ def test_logprob_gap_sums_abs_delta_and_k3_kl_over_unmasked_tokens() -> None:
     assert same["abs_gap_sum"] == 0.0 and same["kl_sum"] == 0.0
 
 
-# ---- DPO (comlrl.loss.dpo_loss): hand-computed cases -------------------------------------------------------
+# ---- DPO (comlrl.learn.loss.dpo_loss): hand-computed cases -------------------------------------------------------
 
 def test_dpo_loss_is_minus_logsigmoid_of_beta_times_the_log_ratio_difference():
     import math
 
     import torch
 
-    from comlrl.loss import dpo_loss
+    from comlrl.learn.loss import dpo_loss
 
     # policy and reference alike: margin 0, loss log 2
     loss, margin = dpo_loss(torch.tensor([-3.0]), torch.tensor([-5.0]), torch.tensor([-3.0]), torch.tensor([-5.0]), 0.1)
@@ -144,7 +144,7 @@ def test_dpo_loss_is_minus_logsigmoid_of_beta_times_the_log_ratio_difference():
 def test_dpo_gradient_raises_the_chosen_and_lowers_the_rejected():
     import torch
 
-    from comlrl.loss import dpo_loss
+    from comlrl.learn.loss import dpo_loss
 
     c = torch.tensor([-2.0], requires_grad=True)
     r = torch.tensor([-2.0], requires_grad=True)
@@ -157,7 +157,7 @@ def test_dpo_gradient_raises_the_chosen_and_lowers_the_rejected():
 def test_k3_kl_is_zero_at_the_reference_and_positive_elsewhere():
     import torch
 
-    from comlrl.loss import k3_kl
+    from comlrl.learn.loss import k3_kl
 
     lp = torch.tensor([[-1.0, -2.0, -9.0]])
     ref = torch.tensor([[-1.5, -1.0, 0.0]])

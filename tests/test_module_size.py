@@ -21,4 +21,4 @@ def test_no_module_is_over_the_limit() -> None:
 
 def test_the_limit_sees_every_package() -> None:
     counts = line_counts()
-    assert "comlrl/trainer.py" in counts and "sandbox/_worker.py" in counts and "feedback/__init__.py" in counts
+    assert "comlrl/run/trainer.py" in counts and "sandbox/_worker.py" in counts and "feedback/__init__.py" in counts

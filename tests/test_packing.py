@@ -1,4 +1,4 @@
-"""The packed layout (comlrl/packing.py), exhaustively and without models: rows, positions, block masks,
+"""The packed layout (comlrl/policy/packing.py), exhaustively and without models: rows, positions, block masks,
 and which hidden state predicts which completion token."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import itertools
 import pytest
 import torch
 
-from comlrl.packing import pack, prompt_groups
+from comlrl.policy.packing import pack, prompt_groups
 
 NEG = torch.finfo(torch.float32).min
 

@@ -1,4 +1,4 @@
-"""Paired before/after statistics (comlrl/paired.py) and the probe draw (comlrl/problem_draw.py): pure."""
+"""Paired before/after statistics (comlrl/run/paired.py) and the probe draw (comlrl/run/problem_draw.py): pure."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import statistics
 
 import pytest
 
-from comlrl.paired import pair_by_key, paired_difference, t_cdf, t_quantile, within_problem_difference
-from comlrl.problem_draw import probe_indices, step_problems
+from comlrl.run.paired import pair_by_key, paired_difference, t_cdf, t_quantile, within_problem_difference
+from comlrl.run.problem_draw import probe_indices, step_problems
 
 
 @pytest.mark.parametrize(("df", "expected"), [  # textbook two-sided 95% critical values of Student's t

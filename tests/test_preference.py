@@ -1,4 +1,4 @@
-"""Preference pairs from sibling completions (comlrl.preference): which pairs exist, which are selected."""
+"""Preference pairs from sibling completions (comlrl.learn.preference): which pairs exist, which are selected."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from comlrl.preference import candidate_pairs, select_pairs, tree_pairs
-from comlrl.tree import Node
+from comlrl.learn.preference import candidate_pairs, select_pairs, tree_pairs
+from comlrl.tree.nodes import Node
 
 # values [0.2, 1.0, 0.5, 1.0]: the worked case of the reference library's pair selection (docs/algorithm.md)
 VALUES = [0.2, 1.0, 0.5, 1.0]
@@ -66,7 +66,7 @@ def test_tree_pairs_rank_each_agents_completions_by_their_value_in_cross_mode():
     # (value 0); agent 1's completions: (3 + 0) / 2 = 1.5 and (1 + 0) / 2 = 0.5
     node = Node(id="r", turn=1, root=0, messages=[[], []], completions=[["a0", "a1"], ["b0", "b1"]],
                 joint=[(0, 0), (0, 1), (1, 0), (1, 1)], returns=[3.0, 1.0, 0.0, 0.0])
-    pairs = tree_pairs([node], 2, 2, "reward_gap", None, 1e-6)
+    pairs = tree_pairs([node], "reward_gap", None, 1e-6)
     assert [(p.agent, p.winner, p.loser, p.gap) for p in pairs] == [(0, 0, 1, 2.0), (1, 0, 1, 1.0)]
 
 
@@ -75,11 +75,11 @@ def test_tree_pairs_walk_children_and_skip_tied_nodes():
                  returns=[1.0, 1.0])
     root = Node(id="r", turn=1, root=0, messages=[[]], completions=[["a0", "a1"]], joint=[(0,), (1,)],
                 returns=[2.0, 0.0], children={0: child})
-    pairs = tree_pairs([root], 1, 2, "all", None, 1e-6)
+    pairs = tree_pairs([root], "all", None, 1e-6)
     assert [(p.node.id, p.winner, p.loser) for p in pairs] == [("r", 0, 1)]
 
 
-# ---- pairs from a file (comlrl.preference_file): offline DPO on `scripts/export.py --pairs` records -------------
+# ---- pairs from a file (comlrl.learn.preference_file): offline DPO on `scripts/export.py --pairs` records -------------
 
 def _line(**over):
     import json
@@ -91,7 +91,7 @@ def _line(**over):
 
 
 def test_a_pair_record_reads_the_exported_format():
-    from comlrl.preference_file import parse_pair
+    from comlrl.learn.preference_file import parse_pair
 
     p = parse_pair(_line(), "f:1", 2)
     assert (p.agent, p.prompt, p.chosen, p.rejected) == (1, [{"role": "user", "content": "Write f."}], "good", "bad")
@@ -107,7 +107,7 @@ def test_a_pair_record_reads_the_exported_format():
 ])
 def test_a_bad_record_is_one_line_naming_the_key_file_line_and_field(line, message):
     from comlrl.errors import ConfigError
-    from comlrl.preference_file import parse_pair
+    from comlrl.learn.preference_file import parse_pair
 
     with pytest.raises(ConfigError) as err:
         parse_pair(line, "f:3", 2)
@@ -117,7 +117,7 @@ def test_a_bad_record_is_one_line_naming_the_key_file_line_and_field(line, messa
 
 def test_read_pairs_refuses_missing_and_empty_files(tmp_path):
     from comlrl.errors import ConfigError
-    from comlrl.preference_file import read_pairs
+    from comlrl.learn.preference_file import read_pairs
 
     with pytest.raises(ConfigError, match="does not exist"):
         read_pairs(tmp_path / "none.jsonl", 2)
@@ -130,7 +130,7 @@ def test_read_pairs_refuses_missing_and_empty_files(tmp_path):
 
 @pytest.mark.parametrize(("count", "steps"), [(10, 3), (7, 7), (5, 8), (100, 6)])
 def test_the_steps_make_one_seeded_pass_over_the_pairs(count, steps):
-    from comlrl.preference_file import step_slice
+    from comlrl.learn.preference_file import step_slice
 
     parts = [step_slice(count, steps, s, seed=3) for s in range(steps)]
     assert sorted(i for part in parts for i in part) == list(range(count))  # each pair exactly once

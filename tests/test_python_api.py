@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from comlrl.config import ConfigError
+from comlrl.config.schema import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT = ["task.name=text", "magrpo.num_agents=1", "task.reward_funcs=[reward_fns:length]", "dataset.eval_size=1"]

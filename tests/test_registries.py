@@ -8,18 +8,20 @@ from collections.abc import Iterator, Sequence
 import pytest
 import torch
 
-from comlrl import advantages, loss, models, tree
-from comlrl.config import ConfigError, choices, load_config
-from comlrl.config_checks import LR_SCHEDULES
+from comlrl import models
+from comlrl.config.checks import LR_SCHEDULES
+from comlrl.config.registry import ESTIMATORS, LOSSES, register_estimator, register_loss
+from comlrl.config.schema import ConfigError, choices, load_config
 from comlrl.engines import ENGINES
-from comlrl.registry import ESTIMATORS, LOSSES, register_estimator, register_loss
+from comlrl.learn import advantages, loss
 from comlrl.tasks.datasets import DATASET_NAMES
+from comlrl.tree import nodes as tree
 from feedback.context import CONTEXTS, SLICE_OF
 from sandbox.isolation import LEVELS
 
 
 def test_every_choice_list_is_its_owners() -> None:
-    from comlrl.components import SCHEDULES
+    from comlrl.run.components import SCHEDULES
 
     c = choices()
     assert c["magrpo.joint_mode"] == tree.JOINT_MODES
@@ -84,7 +86,7 @@ def test_a_registered_loss_is_a_config_value_and_aggregates() -> None:
         assert load_config(None, ["magrpo.loss.aggregation=test_max_token"]).magrpo.loss.aggregation == "test_max_token"
         tok = torch.tensor([[1.0, 5.0], [2.0, 3.0]])
         assert float(loss.aggregate(tok, torch.ones_like(tok), "test_max_token", 2.0)) == 4.0
-        with pytest.raises(TypeError, match="must be a comlrl.loss.LossRule"):
+        with pytest.raises(TypeError, match="must be a comlrl.learn.loss.LossRule"):
             register_loss("test_fn", lambda tok, mask: tok)  # type: ignore[arg-type]
         with pytest.raises(ValueError, match="'token_mean' is already registered"):
             register_loss("token_mean", rule)
@@ -102,8 +104,8 @@ def test_a_loss_needing_pairs_is_refused_until_the_trainer_provides_them() -> No
 
 
 def test_the_algorithm_registry_is_the_table_the_config_and_the_update_read():
-    from comlrl import algorithms
-    from comlrl.registry import ALGORITHMS, register_algorithm
+    from comlrl.config.registry import ALGORITHMS, register_algorithm
+    from comlrl.learn import algorithms
 
     assert choices()["algorithm.name"] == tuple(algorithms.ALGORITHMS) == ("magrpo", "centralized", "madpo", "iac", "maac")
     mine = algorithms.Algorithm(algorithms.ALGORITHMS["magrpo"].units, algorithms.ALGORITHMS["magrpo"].loss)
@@ -112,9 +114,43 @@ def test_the_algorithm_registry_is_the_table_the_config_and_the_update_read():
         assert load_config(None, ["algorithm.name=test_pg"]).algorithm.name == "test_pg"
         with pytest.raises(ValueError, match="already registered"):
             register_algorithm("test_pg", algorithms.ALGORITHMS["madpo"])
-        with pytest.raises(TypeError, match="comlrl.algorithms.Algorithm"):
+        with pytest.raises(TypeError, match="comlrl.learn.algorithms.Algorithm"):
             register_algorithm("test_fn", lambda roots: [])  # type: ignore[arg-type]
     finally:
         ALGORITHMS.table.pop("test_pg")
     with pytest.raises(ConfigError, match=r"^config error: algorithm.name='test_pg' is not allowed"):
         load_config(None, ["algorithm.name=test_pg"])
+
+
+def test_an_algorithm_declares_its_own_config_section_checked_where_it_is_defined():
+    from dataclasses import dataclass
+
+    from comlrl.config.checks import algorithm_sections
+    from comlrl.config.registry import ALGORITHMS, register_algorithm
+    from comlrl.learn import algorithms
+
+    @dataclass
+    class TemperedOptions:
+        tau: float = 1.0
+
+        def check(self) -> None:
+            if self.tau <= 0:
+                raise ConfigError(f"config error: algorithm.tempered.tau={self.tau!r} is not allowed; expected > 0")
+
+    base = algorithms.ALGORITHMS["magrpo"]
+    register_algorithm("test_tempered", algorithms.Algorithm(base.units, base.loss,
+                                                             options=("tempered", TemperedOptions)))
+    try:
+        cfg = load_config(None, ["algorithm.name=test_tempered", "algorithm.tempered.tau=0.5"])
+        assert cfg.algorithm.tempered.tau == 0.5 and cfg.algorithm.dpo.beta == 0.1  # the built-ins' keys stay
+        with pytest.raises(ConfigError, match=r"^config error: algorithm.tempered.tau=-1.0 is not allowed"):
+            load_config(None, ["algorithm.tempered.tau=-1"])
+        register_algorithm("test_clash", algorithms.Algorithm(base.units, base.loss, options=("dpo", TemperedOptions)))
+        with pytest.raises(ConfigError, match=r"algorithm 'test_clash' cannot have options algorithm.dpo"):
+            load_config(None, [])
+    finally:
+        ALGORITHMS.table.pop("test_tempered")
+        ALGORITHMS.table.pop("test_clash", None)
+    with pytest.raises(ConfigError, match=r"algorithm.tempered"):  # gone with its algorithm
+        load_config(None, ["algorithm.tempered.tau=0.5"])
+    assert [key for key, _ in algorithm_sections()] == ["dpo", "critic"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from comlrl.run_report import paired_lines, summary_lines, wilson_interval
+from comlrl.run.report import paired_lines, summary_lines, wilson_interval
 
 
 @pytest.mark.parametrize(("k", "n", "lo", "hi"), [
@@ -116,7 +116,7 @@ def test_a_plot_that_fails_does_not_fail_the_finished_run(tmp_path, monkeypatch)
     finished cross run exit 1) becomes one line, and the tree page is still written. The error is injected
     (monkeypatch): the bug that raised it is fixed (tests/viz/test_plot_metrics.py)."""
     import comlrl.viz.metrics_plot as metrics_plot
-    from comlrl.run_report import write_report
+    from comlrl.run.report import write_report
 
     def broken(*args, **kwargs):
         raise ValueError("'yerr' must not contain negative values")
@@ -135,7 +135,7 @@ def _categorised(step: int, sampled: list[float], greedy: list[float], categorie
 
 
 def test_accuracy_per_category_counts_entries_the_checker_accepted() -> None:
-    from comlrl.run_report import category_lines
+    from comlrl.run.report import category_lines
 
     cats = ["simple_python"] * 3 + ["parallel"] * 2
     lines = category_lines(_categorised(0, [0.25, 0.5, 0.0, 1.0, 0.0], [1, 0, 0, 1, 1], cats))
@@ -160,7 +160,7 @@ def test_several_categories_get_their_own_paired_lines() -> None:
 
 
 def test_category_metrics_are_each_categorys_accuracy_greedy_and_sampled() -> None:
-    from comlrl.evaluation import ProblemScore, category_metrics
+    from comlrl.run.evaluation import ProblemScore, category_metrics
 
     scores = [ProblemScore("heldout", 0, "simple_python_3", "simple_python", greedy_pass=1.0, sampled_pass=0.5),
               ProblemScore("heldout", 1, "simple_python_9", "simple_python", greedy_pass=0.0, sampled_pass=0.25),

@@ -8,8 +8,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from comlrl.rollout import Scored, TreeShape, expand_trees, make_roots
-from comlrl.tree import Node, TreeStats, backup_returns, expected_counts, joint_actions, should_terminate
+from comlrl.tree.nodes import (
+    Node,
+    TreeStats,
+    backup_returns,
+    expected_counts,
+    joint_actions,
+    should_terminate,
+)
+from comlrl.tree.rollout import Scored, TreeShape, expand_trees, make_roots
 
 
 def run(num_agents, g, turns, mode, threshold=None, reward=None, later=None, sizes=None):

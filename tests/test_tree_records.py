@@ -1,7 +1,7 @@
-"""The trees.jsonl record type (comlrl/tree_records.py): built from real trees, exact round trips, files of the
+"""The trees.jsonl record type (comlrl/tree/records.py): built from real trees, exact round trips, files of the
 writer before it (tests/data/trees_v1.jsonl) still load, and every bad line is one error naming file and line.
 
-tests/data/trees_v1.jsonl was written by `comlrl.run_outputs.node_records` at commit 5999580 (the writer
+tests/data/trees_v1.jsonl was written by `comlrl.run.outputs.node_records` at commit 5999580 (the writer
 before the record type) from real trees (align N=2 G=3 T=2, cross N=2 G=2 T=3 with pruned nodes, align
 N=1 G=2 T=3) whose joint actions carry real CodeReward, ActionReward and ToolReward objects, a plugin-style
 reward and None.
@@ -17,13 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from comlrl.advantages import assign_advantages
-from comlrl.contracts import Reward
-from comlrl.export import load_trees, preference_pairs, sft_records
-from comlrl.rollout import Scored, TreeShape, expand_trees, make_roots
+from comlrl.export.trees import load_trees, preference_pairs, sft_records
+from comlrl.learn.advantages import assign_advantages
 from comlrl.tasks.code.reward import CodeReward
-from comlrl.tree import backup_returns
-from comlrl.tree_records import (
+from comlrl.tree.contracts import Reward
+from comlrl.tree.nodes import backup_returns
+from comlrl.tree.records import (
     SCHEMA_VERSION,
     NodeRecord,
     RecordError,
@@ -31,6 +30,7 @@ from comlrl.tree_records import (
     node_records,
     read_records,
 )
+from comlrl.tree.rollout import Scored, TreeShape, expand_trees, make_roots
 
 V1 = Path(__file__).with_name("data") / "trees_v1.jsonl"
 
@@ -84,7 +84,7 @@ def grow(mode: str, n: int, g: int, turns: int, threshold: float | None, trees: 
     expand_trees(roots, TreeShape(n, g, turns, mode, threshold), generate, score, next_messages)
     for root in roots:
         backup_returns(root, 0.9)
-    assign_advantages(roots, n, g, "mean", "group", 1e-6)
+    assign_advantages(roots, "mean", "group", 1e-6)
     return roots
 
 

@@ -1,4 +1,4 @@
-"""Evaluate trained agents the way training does (comlrl/evaluation.py), or compare two of them, paired.
+"""Evaluate trained agents the way training does (comlrl/run/evaluation.py), or compare two of them, paired.
 
 Each problem of the held-out split (and of the run's training probe) gets one greedy chain and
 `evaluation.samples` chains sampled from `evaluation.seed`, so two evaluations differ only by the weights.
@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from comlrl.config import ConfigError, load_config
+from comlrl.config.schema import ConfigError, load_config
 
 
 def _last_evaluation(path: Path) -> list[dict[str, Any]]:
@@ -34,8 +34,8 @@ def _last_evaluation(path: Path) -> list[dict[str, Any]]:
 
 
 def _compare_records(before: Path, after: Path) -> int:
-    from comlrl.paired import METHOD, METHOD_FIXED
-    from comlrl.run_report import paired_lines
+    from comlrl.run.paired import METHOD, METHOD_FIXED
+    from comlrl.run.report import paired_lines
 
     for path in (before, after):
         if not path.is_file():
@@ -89,9 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     from comlrl.console import quiet_console
 
     quiet_console()  # before torch, transformers and vLLM are imported: some of it is read at import
-    from comlrl.evaluation import Evaluator
-    from comlrl.run_report import category_lines, paired_lines
-    from comlrl.trainer import build, evaluation_summary
+    from comlrl.run.evaluation import Evaluator
+    from comlrl.run.report import category_lines, paired_lines
+    from comlrl.run.trainer import build, evaluation_summary
 
     comp = build(cfg, for_training=False)
     if sys.stderr.isatty() and comp.accelerator.is_main_process:  # the phase on one line, as training shows it

@@ -7,7 +7,7 @@
 SFT: one chat per agent per root-to-leaf trajectory (`{"messages": [...], "meta": {...}}`), or one per turn
 with --per-turn. Pairs: best vs worst joint action of every node (`{"prompt", "chosen", "rejected", "meta"}`).
 Works for every task (code collaboration, actions, ...). Role names come from the run's config.yaml.
-Merge: each agent as a model folder transformers and vLLM load as they are (comlrl/merge.py), from the
+Merge: each agent as a model folder transformers and vLLM load as they are (comlrl/export/merge.py), from the
 run's final/ weights or, with --step K, its checkpoint of step K.
 """
 
@@ -17,8 +17,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from comlrl.export import load_trees, nodes_with_gap, preference_pairs, sft_records, write_jsonl
-from comlrl.tree_records import NodeRecord, RecordError
+from comlrl.export.trees import load_trees, nodes_with_gap, preference_pairs, sft_records, write_jsonl
+from comlrl.tree.records import NodeRecord, RecordError
 
 
 def role_names(trees_path: Path) -> list[str] | None:
@@ -29,8 +29,8 @@ def role_names(trees_path: Path) -> list[str] | None:
     try:
         from omegaconf import OmegaConf
 
-        from comlrl.config import run_schema
-        from comlrl.registry import TASKS, import_plugins
+        from comlrl.config.registry import TASKS, import_plugins
+        from comlrl.config.schema import run_schema
 
         raw = OmegaConf.load(cfg)
         import_plugins(raw.get("plugins") or [])  # a task from a user module is registered there
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         from comlrl.console import quiet_console
 
         quiet_console()  # before transformers and peft load: their start-up chatter is not the user's
-        from comlrl.merge import MergeError, merge_run
+        from comlrl.export.merge import MergeError, merge_run
 
         try:
             folders = merge_run(path.parent, args.merge, args.step)

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from comlrl.cli.trace_backends import make_backend
+from comlrl.config.registry import import_plugins
 from comlrl.console import quiet_console
-from comlrl.registry import import_plugins
 from comlrl.tasks.base import Problem
 from comlrl.tasks.tool_agent.backends import BackendError
 from comlrl.tasks.tool_agent.environment import ToolEnvironment, load_edge_tests, record_edge_tests
@@ -81,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "ollama:<model>@<base_url> (native /api/chat; key: $OLLAMA_API_KEY) or <provider>:<model> "
                          "for a provider a --plugins module registers")
     ap.add_argument("--plugins", nargs="+", default=[], metavar="MODULE",
-                    help="modules imported first; they may register providers (comlrl.registry.register_provider)")
+                    help="modules imported first; they may register providers (comlrl.config.registry.register_provider)")
     ap.add_argument("--dataset", default="easy", help="easy, humaneval or a JSONL file in HumanEval format")
     ap.add_argument("--num-traces", type=int, required=True, help="traces to have in --out (existing ones count)")
     ap.add_argument("--out", required=True, help="JSONL output, appended to (resumable)")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from comlrl.config import ConfigError, load_config
+from comlrl.config.schema import ConfigError, load_config
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,7 +12,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from comlrl.config import ConfigError, load_config, schema_keys, to_yaml
+from comlrl.config.schema import ConfigError, load_config, schema_keys, to_yaml
 from comlrl.errors import RunStopped
 
 
@@ -61,11 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     from comlrl.console import quiet_console
 
     quiet_console()  # before torch, transformers and vLLM are imported: some of it is read at import
-    from comlrl.run_guard import INTERRUPTED, Interrupted, guarded_run
-    from comlrl.trainer import USER_ERRORS, run
+    from comlrl.run.guard import INTERRUPTED, Interrupted, guarded_run
+    from comlrl.run.trainer import USER_ERRORS, run
 
     try:
-        return guarded_run(cfg, run)  # Ctrl-C, early failures, a resume with nothing to do: comlrl/run_guard.py
+        return guarded_run(cfg, run)  # Ctrl-C, early failures, a resume with nothing to do: comlrl/run/guard.py
     except USER_ERRORS as exc:  # bad input: one line naming the problem, no traceback
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         print(msg if "error" in msg.split(":")[0] else f"error: {msg}", file=sys.stderr)

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from comlrl.errors import require
+
 if TYPE_CHECKING:  # the engines hold policies built elsewhere: importing the names loads no torch
     from comlrl.policy import AgentPolicies, Messages, Sample
 
@@ -53,6 +55,16 @@ class RolloutConfig:
     is_cap: float | None = 2.0
     vllm: VLLMSettings = field(default_factory=VLLMSettings)
     server: ServerSettings = field(default_factory=ServerSettings)
+
+    def check(self) -> None:
+        require(self.is_cap is None or self.is_cap >= 1.0, "rollout.is_cap", self.is_cap, "a number >= 1 or null")
+        v, s = self.vllm, self.server
+        require(v.kv_cache_gib >= 1, "rollout.vllm.kv_cache_gib", v.kv_cache_gib, "an integer >= 1")
+        require(0 < v.gpu_memory_utilization <= 1, "rollout.vllm.gpu_memory_utilization", v.gpu_memory_utilization,
+                "a number in (0, 1]")
+        require(s.url is None or s.url.startswith(("http://", "https://")), "rollout.server.url", s.url,
+                "an http:// URL of a running comlrl-serve, or null (the trainer starts one)")
+        require(s.start_timeout_s > 0, "rollout.server.start_timeout_s", s.start_timeout_s, "a number of seconds > 0")
 
 
 class RolloutEngine(Protocol):

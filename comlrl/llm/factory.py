@@ -12,7 +12,7 @@ from comlrl.llm.settings import LLMSettings
 from comlrl.llm.spec import DEEPSEEK_BASE_URL, PROVIDERS, api_key, parse_spec
 
 BILLED = frozenset({"deepseek", "openai", "anthropic"})  # list prices apply; other providers count tokens at 0
-# providers from user modules (comlrl.registry.register_provider): name -> factory(model, settings, metrics=)
+# providers from user modules (comlrl.config.registry.register_provider): name -> factory(model, settings, metrics=)
 REGISTERED: dict[str, Callable[..., ChatClient]] = {}
 
 

@@ -28,8 +28,8 @@ from peft.tuners.lora import LoraLayer
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from comlrl.packing import PackedBatch
 from comlrl.policy.logprobs import grouped_logprobs, hidden_to_logprobs, packed_hidden
+from comlrl.policy.packing import PackedBatch
 from comlrl.policy.sample import agent_name
 
 
@@ -40,7 +40,7 @@ class AgentsModule(nn.Module, ABC):
     final hidden state at the prompt's last token (the state the agent acts in), zero-initialised, so every
     value starts at 0. A forward with `values=True` also returns each sample's head output; a critic
     over the whole team sums the heads of the agents' states, which is one linear head over the
-    concatenated states (`comlrl.algorithms`)."""
+    concatenated states (`comlrl.learn.algorithms`)."""
 
     @property
     def value_heads(self) -> nn.ModuleList | None:

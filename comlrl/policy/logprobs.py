@@ -1,4 +1,4 @@
-"""Log-probs of completion tokens from a packed batch (`comlrl.packing`), without [B, L, V] logits alive."""
+"""Log-probs of completion tokens from a packed batch (`comlrl.policy.packing`), without [B, L, V] logits alive."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from comlrl.packing import PackedBatch
+from comlrl.policy.packing import PackedBatch
 
 LOGIT_CHUNK_TOKENS = 512  # tokens per lm_head chunk: 512 x 49k vocab x 4 B = 100 MB of logits at a time
 

@@ -18,10 +18,10 @@ import torch
 from torch import nn
 
 from comlrl.models import AgentsConfig, ModelConfig, resolve_model_path
-from comlrl.packing import PackedBatch, pack
 from comlrl.policy.agents import AgentsModule
 from comlrl.policy.generation import cut_at_eos, cut_at_stop, generate_rows, stop_criterion
 from comlrl.policy.loading import build_agents, eos_ids, load_tokenizers
+from comlrl.policy.packing import PackedBatch, pack
 from comlrl.policy.prompts import FittedPrompt, describe_cuts, fit_prompt
 from comlrl.policy.sample import Messages, Sample, agent_name, answer_prefix_of
 
@@ -149,7 +149,7 @@ class AgentPolicies:
 
     # ---- log-probs ------------------------------------------------------------------------------
     def pack(self, samples: Sequence[Sample], share_prefix: bool = True) -> PackedBatch:
-        """Model inputs for samples (see `comlrl.packing`): with `share_prefix`, adjacent samples of one
+        """Model inputs for samples (see `comlrl.policy.packing`): with `share_prefix`, adjacent samples of one
         agent and prompt (a node's G siblings) share one copy of the prompt."""
         return pack([s.agent for s in samples], [s.prompt_ids for s in samples],
                     [s.completion_ids for s in samples],

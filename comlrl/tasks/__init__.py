@@ -1,15 +1,13 @@
 """Tasks: a data set, the agents' roles and prompts, and the reward (see docs/architecture.md).
 
-`TASKS` is the one table of task names (`comlrl.registry.TASKS` reads it; `register_task` adds to it).
+`TASKS` is the one table of task names (`comlrl.config.registry.TASKS` reads it; `register_task` adds to it).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from comlrl.contracts import TaskConfig
 from comlrl.errors import ConfigError, not_allowed
-from comlrl.reward_funcs import RewardTerms
 from comlrl.tasks.actions import ActionsTask
 from comlrl.tasks.base import Problem, Task
 from comlrl.tasks.bfcl import BfclMultiTurnTask, BfclTask
@@ -17,8 +15,10 @@ from comlrl.tasks.code.collab import CodeCollabTask
 from comlrl.tasks.code.common import CodeTask
 from comlrl.tasks.code.coop import CodeCoopTask
 from comlrl.tasks.code.single import CodeSingleTask
+from comlrl.tasks.reward_funcs import RewardTerms
 from comlrl.tasks.text import TextTask
 from comlrl.tasks.tool_agent import ToolAgentTask
+from comlrl.tree.contracts import TaskConfig
 
 TASKS: dict[str, type[Task]] = {"code_collab": CodeCollabTask, "code_single": CodeSingleTask,
                                 "tool_agent": ToolAgentTask, "actions": ActionsTask, "code_coop": CodeCoopTask,

@@ -1,7 +1,7 @@
 """One policy writes every role's part in one completion (algorithm.name=centralized): the task side.
 
 `centralize(task)` wraps a task of N agents as a task of one agent, the team. Its one completion holds
-the N parts in tagged sections (comlrl/role_sections.py); they are split for everything that works per
+the N parts in tagged sections (comlrl/tree/role_sections.py); they are split for everything that works per
 role, so the inner task is used unchanged:
 
 - prompts: the team's chat joins the inner roles' chats (comlrl/tasks/joint_chat.py), in the first turn
@@ -25,11 +25,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from comlrl.contracts import Continuation, JointTurn, Messages, Reward, Task, Transition
 from comlrl.errors import ConfigError
-from comlrl.role_sections import close_tag, open_tag
 from comlrl.tasks import TASKS
 from comlrl.tasks.joint_chat import joint_chat, team_instructions
+from comlrl.tree.contracts import Continuation, JointTurn, Messages, Reward, Task, Transition
+from comlrl.tree.role_sections import close_tag, open_tag
 
 
 class CentralizedTask(Task):

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from comlrl.errors import ConfigError, require
 from comlrl.tasks.base import Problem
 
 REQUIRED_FIELDS = ("task_id", "prompt", "entry_point", "test")
@@ -42,6 +43,24 @@ class DatasetConfig:
     seed: int = 0
     split: str = "train"  # hf: the split of a saved DatasetDict or hub id
     fields: DatasetFieldsConfig = field(default_factory=DatasetFieldsConfig)
+
+    def check(self) -> None:
+        require(self.name != "jsonl" or bool(self.path), "dataset.path", self.path,
+                "a JSONL file when dataset.name=jsonl")
+        require(self.name != "hf" or bool(self.path), "dataset.path", self.path,
+                "a save_to_disk directory, a parquet/json/jsonl/csv file or a hub id when dataset.name=hf")
+        f = self.fields
+        for key, column, nullable in (("prompt", f.prompt, False), ("tests", f.tests, False),
+                                      ("entry_point", f.entry_point, True), ("task_id", f.task_id, True)):
+            require((column is None and nullable) or bool(str(column or "").strip()), f"dataset.fields.{key}",
+                    column, "a column name" + (" or null" if nullable else ""))
+        if self.path and self.name not in ("jsonl", "hf"):
+            raise ConfigError(f"config error: dataset.path={self.path!r} is set but dataset.name={self.name!r} "
+                              "ignores it; set dataset.name=jsonl (HumanEval-format file) or hf (any table) to "
+                              "train on it, or drop dataset.path")
+        require(self.eval_size >= 0, "dataset.eval_size", self.eval_size, "an integer >= 0")
+        require(self.max_problems is None or self.max_problems >= 1, "dataset.max_problems", self.max_problems,
+                "an integer >= 1 or null")
 
 
 class DatasetError(ValueError):

@@ -2,7 +2,7 @@
 
 Each role keeps the words its task gives it (problem, role, instructions, worked examples, feedback), so
 the single policy is told exactly what N separate agents would be told, plus who it writes for and the
-tagged sections to write (comlrl/role_sections.py). The same function joins the first turn's chats and
+tagged sections to write (comlrl/tree/role_sections.py). The same function joins the first turn's chats and
 every later turn's (the feedback modes' per-role prompts), so a joint prompt never depends on the turn.
 
 Layout: `[system, user]`. The system message says that the reply holds N agents' separate answers and,
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from comlrl.contracts import Messages
-from comlrl.role_sections import join_roles
+from comlrl.tree.contracts import Messages
+from comlrl.tree.role_sections import join_roles
 
 TEAM_SYSTEM = ("You write the answers of a team of {n} agents in one reply: {names}. Each agent has its own "
                "role and its own instructions, shown under its name; each answer is used as that agent's own, "

@@ -4,7 +4,7 @@ The rows come from `dataset.name=hf` (`dataset.path`: a JSON/JSONL/parquet/CSV f
 folder; the Python API writes an in-memory list of dicts there). `dataset.fields.prompt` names the prompt
 column: a string, or chat messages (`[{"role": "user", "content": ...}]`); `dataset.fields.task_id` the id
 column (without one, the row's index from 0; errors count rows from 1, as the other loaders do). Every other
-column goes to the reward functions (`task.reward_funcs`, comlrl/reward_funcs.py) as keyword arguments, as
+column goes to the reward functions (`task.reward_funcs`, comlrl/tasks/reward_funcs.py) as keyword arguments, as
 TRL passes them; the task itself scores 0, so its reward is the sum of their weighted terms.
 
 Agents are named by `task.text.roles`; each sees the prompt (with its `task.text.instructions` line, after
@@ -19,9 +19,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from comlrl.contracts import Continuation, Messages, Task, TaskConfig, Transition
 from comlrl.errors import ConfigError
 from comlrl.tasks.datasets import DatasetConfig, DatasetError, split_problems
+from comlrl.tree.contracts import Continuation, Messages, Task, TaskConfig, Transition
 from feedback.context import cap
 
 ANSWER_CHARS = 2000  # a teammate's answer shown in the next turn's prompt (head and tail kept)

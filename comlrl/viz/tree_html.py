@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from comlrl.tree_records import NodeRecord, RecordError, read_records
+from comlrl.tree.records import NodeRecord, RecordError, read_records
 from comlrl.viz import VizError
 from comlrl.viz.tree_page import CSS, JS, PAGE
 

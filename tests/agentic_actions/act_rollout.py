@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 from act_refs import DONE, REFERENCE, locate
 
-from comlrl.rollout import Rollout, TreeShape
 from comlrl.tasks.actions import ActionsTask, bundled_tasks_path, load_action_tasks
+from comlrl.tree.rollout import Rollout, TreeShape
 
 BAD = "I am not sure what to do here."
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from act_refs import DONE, REFERENCE, locate
 
-from comlrl.export import load_trees, sft_records, trajectories, write_jsonl
+from comlrl.export.trees import load_trees, sft_records, trajectories, write_jsonl
 from comlrl.tasks.actions import bundled_tasks_path, load_action_tasks, parse_actions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,10 +81,10 @@ def _check_run(out: Path, tokenizer_name: str, expect_success: bool) -> None:
 
 @pytest.mark.parametrize("mode, turns", [("align", 3), ("cross", 2)])
 def test_trainer_on_action_tasks_tiny(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, turns: int) -> None:
-    from comlrl.config import load_config
+    from comlrl.config.schema import load_config
     from comlrl.policy import AgentPolicies
+    from comlrl.run.trainer import run
     from comlrl.tasks.actions import ActionsTask
-    from comlrl.trainer import run
 
     monkeypatch.setattr(AgentPolicies, "generate", _scripted(AgentPolicies.generate))
     closed: list[Path] = []  # the environment roots of the tasks the run closed

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from act_rollout import problems, rollout
 
-from comlrl.export import (
+from comlrl.export.trees import (
     chat_of,
     merge_roles,
     preference_pairs,
@@ -22,8 +22,8 @@ from comlrl.export import (
 )
 from comlrl.tasks.actions import ActionsTask
 from comlrl.tasks.actions.options import ActionsTaskConfig
-from comlrl.tree import backup_returns
-from comlrl.tree_records import NodeRecord, node_records
+from comlrl.tree.nodes import backup_returns
+from comlrl.tree.records import NodeRecord, node_records
 
 ROOT = Path(__file__).resolve().parents[2]
 

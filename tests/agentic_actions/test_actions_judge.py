@@ -11,11 +11,11 @@ import pytest
 from act_refs import REFERENCE
 from llm_server import ScriptedLLMServer
 
-from comlrl.config import ConfigError, load_config
+from comlrl.config.registry import PROVIDERS as PROVIDER_TABLE
+from comlrl.config.registry import register_provider
+from comlrl.config.schema import ConfigError, load_config
 from comlrl.llm import LLMSettings
 from comlrl.llm.openai_client import OpenAIClient
-from comlrl.registry import PROVIDERS as PROVIDER_TABLE
-from comlrl.registry import register_provider
 from comlrl.tasks.actions import ActionsTask, CheckResult, bundled_tasks_path, load_action_tasks
 from comlrl.tasks.actions.judge import (
     JUDGE_SYSTEM,

@@ -9,7 +9,7 @@ import pytest
 from act_refs import DONE, act
 from act_rollout import BAD, paths, problems, rollout
 
-from comlrl.config import ConfigError, load_config
+from comlrl.config.schema import ConfigError, load_config
 from comlrl.tasks import build_task
 from comlrl.tasks.actions import ActionsTask
 from comlrl.tasks.actions.options import ActionsTaskConfig

@@ -101,4 +101,4 @@ def test_zero3_with_several_processes_refuses_the_hf_engine_in_one_line(tmp_path
     assert ("config error: DeepSpeed ZeRO-3 with 2 processes needs rollout.engine=vllm or vllm_server"
             in res.stderr), res.stderr[-3000:]
     # one line from each rank, no traceback of the trainer's (accelerate's launcher adds its own)
-    assert "comlrl/components.py" not in res.stderr and not run.exists()
+    assert "comlrl/run/components.py" not in res.stderr and not run.exists()

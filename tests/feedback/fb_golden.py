@@ -7,7 +7,7 @@ from typing import Any
 
 import fb_cases as cases
 
-from comlrl.config import ExternalConfig
+from comlrl.config.schema import ExternalConfig
 from feedback import FeedbackMetrics, FunctionExpert, build_next_messages
 
 GOLDEN = Path(__file__).resolve().parent / "golden"

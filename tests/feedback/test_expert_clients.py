@@ -15,7 +15,7 @@ import pytest
 from fb_golden import render
 from llm_server import ScriptedLLMServer
 
-from comlrl.config import ExternalConfig
+from comlrl.config.schema import ExternalConfig
 from feedback import ExpertError, FeedbackMetrics, build_next_messages, make_expert
 from feedback.context import FeedbackOptions
 from feedback.experts import parse_spec, price_for

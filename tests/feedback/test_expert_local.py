@@ -5,7 +5,7 @@ from __future__ import annotations
 import fb_cases as cases
 import pytest
 
-from comlrl.config import ExternalConfig
+from comlrl.config.schema import ExternalConfig
 from feedback import ExpertError, FeedbackMetrics, build_next_messages, make_expert
 
 

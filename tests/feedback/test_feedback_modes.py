@@ -230,7 +230,7 @@ def test_context_validation():
 
 
 def test_works_with_the_real_external_config():
-    from comlrl.config import ExternalConfig, normalize_slice
+    from comlrl.config.schema import ExternalConfig, normalize_slice
 
     cfg = ExternalConfig()
     cfg.sandbox_slice = normalize_slice("all")

@@ -10,11 +10,11 @@ import fb_cases as cases
 import pytest
 from llm_server import ScriptedLLMServer
 
-from comlrl.config import ExternalConfig
-from comlrl.rollout import Scored, TreeShape, expand_trees, make_roots
+from comlrl.config.schema import ExternalConfig
 from comlrl.tasks.code.common import path_codes
 from comlrl.tasks.code.extract import extract_code
 from comlrl.tasks.code.reward import ScoreRequest, score_batch
+from comlrl.tree.rollout import Scored, TreeShape, expand_trees, make_roots
 from feedback import FeedbackContext, FeedbackMetrics, build_next_messages, make_expert
 from sandbox.executor import Sandbox, SandboxUnavailable
 from sandbox.testparse import parse_tests

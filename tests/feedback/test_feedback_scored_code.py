@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import pytest
 
-from comlrl.contracts import Continuation
-from comlrl.feedback_bridge import FeedbackBridge
+from comlrl.run.feedback_bridge import FeedbackBridge
 from comlrl.tasks import CodeCollabTask, TextTask, ToolAgentTask
 from comlrl.tasks.base import Problem
 from comlrl.tasks.code.common import path_codes
 from comlrl.tasks.text import TextTaskConfig
-from comlrl.tree import Node
+from comlrl.tree.contracts import Continuation
+from comlrl.tree.nodes import Node
 from feedback import ExternalConfig
 from sandbox.executor import Sandbox, SandboxUnavailable
 

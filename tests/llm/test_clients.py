@@ -82,7 +82,7 @@ def test_settings_fields_can_be_replaced_one_by_one_and_unknown_ones_fail():
         FunctionClient(lambda msgs: "x", not_a_setting=1)
 
 
-FORBIDDEN = ("feedback", "comlrl.tasks", "comlrl.trainer", "comlrl.rollout", "comlrl.policy",
+FORBIDDEN = ("feedback", "comlrl.tasks", "comlrl.run.trainer", "comlrl.tree.rollout", "comlrl.policy",
              "sandbox")
 
 

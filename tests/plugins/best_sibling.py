@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from comlrl.advantages import AdvantageStats, completion_values
-from comlrl.algorithms import Algorithm, Unit
-from comlrl.registry import register_algorithm
+from comlrl.config.registry import register_algorithm
+from comlrl.learn.advantages import AdvantageStats, completion_values
+from comlrl.learn.algorithms import Algorithm, Unit
 
 
 def best_units(roots, cfg, values):

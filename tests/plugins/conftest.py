@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from comlrl import registry
+from comlrl.config import registry
 
 HERE = str(Path(__file__).resolve().parent)
 if HERE not in sys.path:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from comlrl.config.registry import register_task
 from comlrl.errors import require
-from comlrl.registry import register_task
 from comlrl.tasks.base import Problem, Task, TaskConfig
 
 

@@ -5,7 +5,7 @@ Selected with `plugins: [echo_feedback]` and `external.mode: echo_score`.
 
 from __future__ import annotations
 
-from comlrl.registry import register_transition
+from comlrl.config.registry import register_transition
 from feedback import FeedbackContext, FeedbackOptions
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from comlrl.registry import register_task
+from comlrl.config.registry import register_task
 from comlrl.tasks.base import Problem, Task
 
 WORDS = ("cat", "light", "moon", "tree", "rain", "bell")

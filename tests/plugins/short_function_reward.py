@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from comlrl.registry import register_reward
+from comlrl.config.registry import register_reward
 from comlrl.tasks.code.reward import LEVELS
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from comlrl.config import ConfigError, load_config
-from comlrl.reward_funcs import RewardFunctionError
+from comlrl.config.schema import ConfigError, load_config
 from comlrl.tasks import build_task
+from comlrl.tasks.reward_funcs import RewardFunctionError
 
 HERE = Path(__file__).resolve().parent
 CODE = "```python\ndef f():\n    return 1\n```"
@@ -31,7 +31,7 @@ def test_a_plain_function_scores_and_its_range_is_open() -> None:
 
 
 def test_a_declared_range_bounds_the_threshold(tmp_path: Path) -> None:
-    from comlrl.config import validate_threshold
+    from comlrl.config.schema import validate_threshold
     from sandbox.executor import Sandbox
 
     with Sandbox(workers=1) as sb:
@@ -59,7 +59,7 @@ def test_a_function_that_fails_is_one_line_naming_it(name: str, message: str) ->
 
 
 def test_registration_refuses_what_is_neither_a_rule_nor_a_function() -> None:
-    from comlrl.registry import register_reward
+    from comlrl.config.registry import register_reward
 
     with pytest.raises(TypeError, match=r"^task.reward: 'number' must be a CodeRewardRule \(reward_range and "
                                         r"score_batch\) or a function score\(requests, sandbox\), got int$"):
@@ -86,7 +86,7 @@ def test_the_issue_command_trains_with_a_function_reward(tmp_path: Path) -> None
 def test_reward_functions_add_to_a_plugin_tasks_reward_that_declares_no_scored() -> None:
     import reward_fns
 
-    from comlrl.contracts import JointTurn
+    from comlrl.tree.contracts import JointTurn
 
     cfg = load_config(None, ["plugins=[rhyme_task]", "task.name=rhyme", "magrpo.num_agents=1",
                              "task.reward_funcs=[reward_fns:record]"])

@@ -1,4 +1,4 @@
-"""Extensions from user modules (comlrl.registry): a task and a feedback mode, selected by the config."""
+"""Extensions from user modules (comlrl.config.registry): a task and a feedback mode, selected by the config."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from comlrl.config import ConfigError, load_config, schema_keys
-from comlrl.registry import TASKS, TRANSITIONS, Registry, register_task
+from comlrl.config.registry import TASKS, TRANSITIONS, Registry, register_task
+from comlrl.config.schema import ConfigError, load_config, schema_keys
 from comlrl.tasks import build_task
 
 HERE = Path(__file__).resolve().parent

@@ -18,7 +18,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch
 
-from comlrl.config import EMBEDDED_MODEL, AgentsConfig, ModelConfig
+from comlrl.config.schema import EMBEDDED_MODEL, AgentsConfig, ModelConfig
 from comlrl.policy import AgentPolicies
 
 PROMPT = "Write a Python function `add(a, b)` that returns the sum of a and b. Reply with code only."

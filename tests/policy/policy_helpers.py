@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from comlrl.config import AgentsConfig, ModelConfig
+from comlrl.config.schema import AgentsConfig, ModelConfig
 from comlrl.policy import AgentPolicies
 
 

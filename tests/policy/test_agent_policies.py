@@ -12,7 +12,7 @@ import pytest
 import torch
 from policy_helpers import make_policies
 
-from comlrl.config import EMBEDDED_MODEL, AgentsConfig, ModelConfig
+from comlrl.config.schema import EMBEDDED_MODEL, AgentsConfig, ModelConfig
 from comlrl.models import resolve_model_path
 from comlrl.policy import AgentPolicies, Sample
 

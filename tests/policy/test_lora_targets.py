@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from comlrl.config import load_config
+from comlrl.config.schema import load_config
 from comlrl.policy import AgentPolicies
 
 

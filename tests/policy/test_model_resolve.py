@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from comlrl import models
-from comlrl.config import EMBEDDED_MODEL
+from comlrl.config.schema import EMBEDDED_MODEL
 from comlrl.models import ModelError, cache_root, resolve_model_path
 
 torch.set_num_threads(1)

@@ -1,5 +1,5 @@
 """algorithm.name=centralized, the task side: one completion holds every role's part in tagged sections
-(comlrl/role_sections.py); `centralize(task)` makes the team of a task's agents one agent whose prompts
+(comlrl/tree/role_sections.py); `centralize(task)` makes the team of a task's agents one agent whose prompts
 join the roles' prompts and whose parts are scored, fed back and recorded by the inner task."""
 
 from __future__ import annotations
@@ -10,11 +10,9 @@ from typing import Any
 import pytest
 import reward_fns
 
-from comlrl.config import load_config
-from comlrl.contracts import Continuation, JointTurn, Task, TaskConfig
+from comlrl.config.schema import load_config
 from comlrl.errors import ConfigError
-from comlrl.feedback_bridge import FeedbackBridge
-from comlrl.role_sections import close_tag, join_roles, open_tag, split_roles
+from comlrl.run.feedback_bridge import FeedbackBridge
 from comlrl.tasks import TASKS, CodeCollabTask, CodeCoopTask, build_task
 from comlrl.tasks.centralized import CentralizedTask, centralize
 from comlrl.tasks.code.common import SYSTEM_PROMPT
@@ -22,7 +20,9 @@ from comlrl.tasks.code.coop import HELPER_DEMOS, MAIN_DEMOS
 from comlrl.tasks.code.coop_problems import generate_coop_problems
 from comlrl.tasks.datasets import load_easy
 from comlrl.tasks.text import TextProblem, TextTask, TextTaskConfig
-from comlrl.tree import Node
+from comlrl.tree.contracts import Continuation, JointTurn, Task, TaskConfig
+from comlrl.tree.nodes import Node
+from comlrl.tree.role_sections import close_tag, join_roles, open_tag, split_roles
 
 ADD = next(p for p in load_easy() if p.entry_point == "add")
 AFFINE = next(p for p in generate_coop_problems(120, 0) if p.template == "total/affine")
@@ -361,11 +361,11 @@ def test_a_two_turn_rollout_of_the_team_with_the_tiny_random_model(sandbox: Any,
     feedback mode's two per-role prompts joined into one chat (with the team's answer prefix)."""
     import torch
 
-    from comlrl.config import AgentsConfig, ModelConfig
+    from comlrl.config.schema import AgentsConfig, ModelConfig
     from comlrl.engines import HFEngine
     from comlrl.policy import AgentPolicies
-    from comlrl.rollout import Rollout, TreeShape, texts_along
     from comlrl.tasks.code.reward import CodeReward
+    from comlrl.tree.rollout import Rollout, TreeShape, texts_along
 
     inner = CodeCollabTask(sandbox)
     team = centralize(inner)

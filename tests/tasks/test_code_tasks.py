@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from comlrl.config import DatasetConfig, TaskConfig
+from comlrl.config.schema import DatasetConfig, TaskConfig
 from comlrl.tasks import TASKS, CodeCollabTask, CodeSingleTask, build_task
 from comlrl.tasks.base import Problem, Task
 from comlrl.tasks.code.common import SYSTEM_PROMPT, prompt_preamble

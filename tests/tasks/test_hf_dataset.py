@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from comlrl.config import ConfigError, load_config
+from comlrl.config.schema import ConfigError, load_config
 from comlrl.tasks import CodeSingleTask
 from comlrl.tasks.datasets import DatasetError, load_dataset
 from comlrl.tasks.hf_dataset import called_names

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 import reward_fns
 
-from comlrl.config import ConfigError, load_config
-from comlrl.contracts import JointTurn
-from comlrl.metrics import turn_means, turn_sums
-from comlrl.reward_funcs import RewardFunctionError
+from comlrl.config.schema import ConfigError, load_config
+from comlrl.run.metrics import turn_means, turn_sums
 from comlrl.tasks import build_task
-from comlrl.tree import Node
+from comlrl.tasks.reward_funcs import RewardFunctionError
+from comlrl.tree.contracts import JointTurn
+from comlrl.tree.nodes import Node
 
 ADD = "```python\ndef add(a, b):\n    return a + b\n```"
 
@@ -149,7 +149,7 @@ def test_text_task_passes_columns_and_chat_completions(tmp_path: Path) -> None:
 
 
 def test_text_task_next_turn_shows_the_team_and_the_score(tmp_path: Path) -> None:
-    from comlrl.contracts import Continuation
+    from comlrl.tree.contracts import Continuation
 
     cfg, task = _text_task(tmp_path, [{"prompt": f"Name {i} fruit.", "id": i} for i in range(3)],
                            "task.reward_funcs=[reward_fns:length]", "dataset.fields.task_id=id")
@@ -237,7 +237,7 @@ def test_a_raising_function_ends_the_run_with_one_line_and_exit_2(tmp_path: Path
 
 def test_exports_call_the_text_tasks_agents_by_their_configured_roles(tmp_path: Path) -> None:
     from comlrl.cli.export import role_names
-    from comlrl.config import to_yaml
+    from comlrl.config.schema import to_yaml
 
     cfg, _ = _text_task(tmp_path, [{"prompt": "x"}] * 3, "task.reward_funcs=[reward_fns:length]")
     (tmp_path / "config.yaml").write_text(to_yaml(cfg))

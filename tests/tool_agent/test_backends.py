@@ -11,10 +11,10 @@ import torch
 from scripted_server import ScriptedModel, ScriptedServer
 
 from comlrl.cli.trace_backends import LocalBackend, make_backend
+from comlrl.config.registry import register_provider
 from comlrl.llm import FunctionClient, LLMSettings
 from comlrl.llm.factory import REGISTERED
 from comlrl.llm.openai_client import OpenAIClient
-from comlrl.registry import register_provider
 from comlrl.tasks.tool_agent.backends import BackendError, ChatResult, ServerBackend, parse_backend
 from comlrl.tasks.tool_agent.call_format import STOP_SEQUENCES
 

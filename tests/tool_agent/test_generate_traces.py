@@ -153,7 +153,7 @@ def test_backend_from_a_provider_a_plugins_module_registers(server: ScriptedServ
     """`--plugins` imports a user module that registers `loop:<model>` (its own endpoint: the loopback server)."""
     (tmp_path / "loop_provider.py").write_text(
         "from comlrl.llm.openai_client import OpenAIClient\n"
-        "from comlrl.registry import register_provider\n\n\n"
+        "from comlrl.config.registry import register_provider\n\n\n"
         "@register_provider('loop')\n"
         "def loop(model, settings, *, metrics=None):\n"
         f"    return OpenAIClient(model, settings, api_key=None, base_url={server.base_url!r}, provider='loop',\n"

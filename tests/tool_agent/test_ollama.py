@@ -22,7 +22,7 @@ from scripted_server import ScriptedModel
 
 from comlrl.cli.generate_traces import main as generate_traces
 from comlrl.cli.trace_backends import make_backend
-from comlrl.config import ExternalConfig
+from comlrl.config.schema import ExternalConfig
 from comlrl.llm.ollama_client import (
     OllamaChat,
     OllamaClient,

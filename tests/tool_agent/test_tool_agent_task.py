@@ -8,12 +8,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from comlrl.config import ConfigError, DatasetConfig, load_config
-from comlrl.rollout import Rollout, TreeShape
+from comlrl.config.schema import ConfigError, DatasetConfig, load_config
 from comlrl.tasks import build_task
 from comlrl.tasks.base import Problem
 from comlrl.tasks.tool_agent import ToolAgentTask
 from comlrl.tasks.tool_agent.task import ToolAgentConfig
+from comlrl.tree.rollout import Rollout, TreeShape
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPT = 'def add(a: int, b: int) -> int:\n    """Return the sum of a and b.\n    >>> add(2, 3)\n    5\n    """\n'
@@ -57,7 +57,7 @@ def test_config_registration_and_validation() -> None:
 
 
 def test_threshold_is_checked_against_the_tool_reward_range() -> None:
-    from comlrl.config import validate_threshold
+    from comlrl.config.schema import validate_threshold
 
     cfg = load_config(None, ["task.name=tool_agent", "magrpo.num_agents=1", "magrpo.early_termination_threshold=1.1"])
     validate_threshold(cfg, ToolAgentTask().reward_range)

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from comlrl import trainer  # noqa: E402
+from comlrl.run import trainer  # noqa: E402
 from comlrl.tasks.tool_agent import ToolAgentTask  # noqa: E402
 
 _build = trainer.build

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from comlrl.registry import register_reward
+from comlrl.config.registry import register_reward
 from comlrl.tasks.code.reward import CodeReward, ScoreRequest
 
 

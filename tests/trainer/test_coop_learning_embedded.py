@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from comlrl.config import load_config
-from comlrl.rollout import TreeShape
-from comlrl.trainer import build, training_step
+from comlrl.config.schema import load_config
+from comlrl.run.trainer import build, training_step
+from comlrl.tree.rollout import TreeShape
 
 pytestmark = [pytest.mark.embedded, pytest.mark.slow]
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 from trainer_helpers import ROOT, TINY, env
 
-from comlrl.config import load_config, to_yaml
+from comlrl.config.schema import load_config, to_yaml
 
 pytestmark = pytest.mark.slow
 

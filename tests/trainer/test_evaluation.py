@@ -13,10 +13,10 @@ import pytest
 import torch
 from trainer_helpers import ROOT
 
-from comlrl.config import load_config
-from comlrl.evaluation import Evaluator
-from comlrl.problem_draw import probe_indices
-from comlrl.trainer import build, training_step
+from comlrl.config.schema import load_config
+from comlrl.run.evaluation import Evaluator
+from comlrl.run.problem_draw import probe_indices
+from comlrl.run.trainer import build, training_step
 
 pytestmark = pytest.mark.slow
 

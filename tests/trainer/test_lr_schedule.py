@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from comlrl.components import make_scheduler
-from comlrl.config import load_config
+from comlrl.config.schema import load_config
+from comlrl.run.components import make_scheduler
 
 
 def _lrs(schedule: str, warmup: int, steps: int) -> list[float]:

@@ -6,11 +6,11 @@ from dataclasses import dataclass
 
 import pytest
 
-from comlrl.metrics import StepSums, TurnSums, turn_means, turn_sums
+from comlrl.run.metrics import StepSums, TurnSums, turn_means, turn_sums
+from comlrl.run.trainer import evaluation_plan, evaluation_summary, progress_numbers
 from comlrl.tasks.base import Task
 from comlrl.tasks.code.collab import CodeCollabTask
-from comlrl.trainer import evaluation_plan, evaluation_summary, progress_numbers
-from comlrl.tree import Node
+from comlrl.tree.nodes import Node
 
 
 @dataclass

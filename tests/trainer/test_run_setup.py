@@ -17,7 +17,7 @@ def _train_py(args: list[str], timeout: int = 120) -> subprocess.CompletedProces
 
 
 def test_help_lists_every_config_key_and_says_where_defaults_come_from():
-    from comlrl.config import schema_keys
+    from comlrl.config.schema import schema_keys
 
     res = _train_py(["--help"])
     assert res.returncode == 0

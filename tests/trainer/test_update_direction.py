@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from comlrl import trainer
-from comlrl.config import load_config
+from comlrl.config.schema import load_config
+from comlrl.learn.update import train_on_trees
 from comlrl.policy import Sample, agent_name
-from comlrl.tree import Node
-from comlrl.update import train_on_trees
+from comlrl.run import trainer
+from comlrl.tree.nodes import Node
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,7 +43,7 @@ def _sample(comp, agent: int, text: str) -> Sample:
 
 def _logp(comp, samples: list[Sample]) -> list[float]:
     with torch.no_grad():
-        logps, mask = comp.policies.token_logprobs(samples, module=comp.model)
+        logps, mask = comp.policies.token_logprobs(samples, module=comp.trained().model)
     return (logps * mask).sum(dim=1).tolist()
 
 
@@ -64,7 +64,7 @@ def test_update_follows_the_advantage_sign_per_agent(comp):
     adapter1 = _adapter(comp, 1)
     assert adapter1, "agent 1's adapter parameters were not found by name"
     for _ in range(3):
-        out = train_on_trees(comp, [node])
+        out = train_on_trees(comp.trained(), comp.algorithm, comp.cfg, [node])
         assert out.samples == 2.0 and torch.isfinite(torch.tensor(out.loss))
         assert node.advantages[0] == pytest.approx([1.0, -1.0], abs=1e-5) and node.advantages[1] is None
     after0, after1 = _logp(comp, s0), _logp(comp, s1)
@@ -94,13 +94,13 @@ def test_dpo_update_raises_the_preferred_sibling_against_the_reference(dpo_comp)
                 joint=[(0, 0), (0, 1), (1, 0), (1, 1)], returns=[1.0, 1.0, -1.0, -1.0])  # agent 1 tied: no pair
     before0, before1 = _logp(comp, s0), _logp(comp, s1)
     adapter1 = _adapter(comp, 1)
-    first = train_on_trees(comp, [node])
+    first = train_on_trees(comp.trained(), comp.algorithm, comp.cfg, [node])
     # one pair (agent 0: completion 0 over 1); at the start the policy is the reference: margin 0, loss log 2
     assert first.samples == 2.0 and (first.groups.groups, first.groups.skipped) == (2, 1)
     assert first.metrics["dpo/accuracy/n"] == 1.0 and first.metrics["dpo/margin"] == pytest.approx(0.0, abs=1e-6)
     assert first.metrics["dpo/loss"] == pytest.approx(0.693147, abs=1e-5)
     for _ in range(2):
-        out = train_on_trees(comp, [node])
+        out = train_on_trees(comp.trained(), comp.algorithm, comp.cfg, [node])
     after0, after1 = _logp(comp, s0), _logp(comp, s1)
     assert (after0[0] - after0[1]) > (before0[0] - before0[1]) + 0.1, (before0, after0)
     assert out.metrics["dpo/margin"] > 0.1 and out.metrics["dpo/accuracy"] == 1.0
@@ -130,7 +130,7 @@ def test_actor_critic_update_follows_the_critics_advantage_and_fits_the_targets(
     for _ in range(4):  # the same node each time: fixed targets [1, 0] for both agents
         node = Node(id="r0", turn=1, root=0, messages=[[], []], completions=[s0, s1], joint=[(0, 0), (1, 1)],
                     rewards=[1.0, 0.0], returns=[1.0, 0.0])
-        out = train_on_trees(comp, [node])
+        out = train_on_trees(comp.trained(), comp.algorithm, comp.cfg, [node])
         mse.append(out.metrics["value/mse"] / out.metrics["value/mse/n"])
     # the heads start at 0: squared error 0.5 per sample; the best constant value 0.5 leaves 0.25
     assert mse[0] == pytest.approx(0.5) and min(mse[1:]) < 0.4, mse
@@ -170,7 +170,7 @@ def test_centralized_update_raises_the_team_completion_whose_parts_scored_higher
     for _ in range(3):
         node = Node(id="r0", turn=1, root=0, messages=[[]], completions=[team], joint=[(0,), (1,)],
                     returns=[1.0, 0.0])
-        train_on_trees(comp, [node])
+        train_on_trees(comp.trained(), comp.algorithm, comp.cfg, [node])
     after = _logp(comp, team)
     assert after[0] - after[1] > before[0] - before[1] + 0.1, (before, after)
 
@@ -189,7 +189,7 @@ def test_maac_team_value_moves_as_fast_as_an_iac_value(tmp_path_factory):
         for _ in range(2):
             node = Node(id="r0", turn=1, root=0, messages=[[], []], completions=[s0, s1], joint=[(0, 0), (1, 1)],
                         rewards=[1.0, 1.0], returns=[1.0, 1.0])
-            out = train_on_trees(comp, [node])
+            out = train_on_trees(comp.trained(), comp.algorithm, comp.cfg, [node])
             means.append(out.metrics["value/mean"] / out.metrics["value/mean/n"])
         assert means[0] == 0.0  # zero-initialised heads
         moved[algo] = means[1]

@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from comlrl.advantages import assign_advantages
-from comlrl.rollout import Scored, TreeShape, expand_trees, make_roots
-from comlrl.tree import backup_returns
-from comlrl.tree_records import NodeRecord, node_records
+from comlrl.learn.advantages import assign_advantages
+from comlrl.tree.nodes import backup_returns
+from comlrl.tree.records import NodeRecord, node_records
+from comlrl.tree.rollout import Scored, TreeShape, expand_trees, make_roots
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).with_name("data")
@@ -57,7 +57,7 @@ def synthetic_records(step: int = 1, mode: str = "align", num_agents: int = 2, g
     expand_trees(roots, TreeShape(num_agents, g, turns, mode, threshold), generate, score, next_messages)
     for root in roots:
         backup_returns(root, 1.0)
-    assign_advantages(roots, num_agents, g, "mean", "group", 1e-6)
+    assign_advantages(roots, "mean", "group", 1e-6)
     return node_records(roots, step, prefix if prefix is not None else f"s{step}r0t", num_agents)
 
 

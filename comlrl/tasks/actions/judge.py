@@ -13,7 +13,7 @@ Both score a finished trajectory on four criteria, 0-10 each:
     openai:<model> | anthropic:<model> | deepseek:<model>
     openai-compatible:<model>@<base_url> | ollama:<model>@<base_url>
     local:<path or alias>                   an LLMJudge on that chat client
-    <provider>:<model>                      the same on a provider registered with `comlrl.registry.register_provider`
+    <provider>:<model>                      the same on a provider registered with `comlrl.config.registry.register_provider`
     <name>[:<arg>]                          a judge registered with `register_judge`
 
 An LLM judge answers with a JSON object; a reply that is not one, a score outside 0-10, a timeout or an
@@ -295,7 +295,7 @@ def make_judge(
     name, _, arg = spec.partition(":")
     if name in JUDGES:
         return JUDGES[name](arg, vars(o))
-    providers = provider_names()  # the built-in ones and those registered with comlrl.registry.register_provider
+    providers = provider_names()  # the built-in ones and those registered with comlrl.config.registry.register_provider
     if name.lower() not in providers:
         raise LLMError(f"task.actions.judge={spec!r} is not allowed; expected rule, {spec_forms(providers)} "
                        f"or a registered judge ({', '.join(JUDGES) or 'none registered'})")

@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from comlrl.contracts import Continuation, JointTurn, Messages, TaskConfig, Transition
 from comlrl.errors import ConfigError
 from comlrl.tasks.actions import options as actions_options
 from comlrl.tasks.actions import prompts
@@ -49,6 +48,7 @@ from comlrl.tasks.actions.registry import REGISTRY, ActionRegistry
 from comlrl.tasks.actions.taskfile import ActionProblem, TaskFileError, load_action_tasks
 from comlrl.tasks.base import Task
 from comlrl.tasks.datasets import DatasetConfig, DatasetError, split_problems
+from comlrl.tree.contracts import Continuation, JointTurn, Messages, TaskConfig, Transition
 from sandbox.executor import Sandbox
 
 log = logging.getLogger("comlrl.tasks.actions")

@@ -1,7 +1,7 @@
 """BFCL's multi-turn environment on the turn tree: the benchmark's own backend classes, their instance state
 kept per tree path, and one joint action's step (its calls run, then BFCL's multi-turn checker).
 
-A path's state (`TurnState`, `comlrl.tree.Node.state`) holds the backend instances as pickled bytes, so
+A path's state (`TurnState`, `comlrl.tree.nodes.Node.state`) holds the backend instances as pickled bytes, so
 sibling joint actions start from equal copies and never share an object, and a child continues from the
 bytes its joint action left. Instances are made as BFCL's `multi_turn_utils.execute_multi_turn_func_call`
 makes them (`_load_scenario(deepcopy(initial_config[cls]), long_context=...)`, the stateless classes

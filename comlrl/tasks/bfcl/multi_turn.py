@@ -35,7 +35,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from comlrl.contracts import Continuation, JointTurn, Messages, Task, TaskConfig, Transition
 from comlrl.errors import ConfigError, require
 from comlrl.tasks.bfcl import prompts
 from comlrl.tasks.bfcl.calls import Call, decode
@@ -57,6 +56,7 @@ from comlrl.tasks.bfcl.environment import (
 from comlrl.tasks.bfcl.scorer import Failed, Scorer
 from comlrl.tasks.bfcl.task import check_roles_and_weights
 from comlrl.tasks.datasets import DatasetConfig, DatasetError, split_problems
+from comlrl.tree.contracts import Continuation, JointTurn, Messages, Task, TaskConfig, Transition
 
 
 def first_turn_answer(problem: BfclProblem) -> str | None:

@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from comlrl.contracts import Continuation, Messages, Task, TaskConfig, Transition
 from comlrl.errors import ConfigError
 from comlrl.tasks.bfcl import prompts
 from comlrl.tasks.bfcl.data import (
@@ -29,6 +28,7 @@ from comlrl.tasks.bfcl.data import (
 )
 from comlrl.tasks.bfcl.reward import BfclReward, ShapingWeights, score
 from comlrl.tasks.datasets import DatasetConfig, split_problems
+from comlrl.tree.contracts import Continuation, Messages, Task, TaskConfig, Transition
 
 
 @dataclass

@@ -13,13 +13,13 @@ import re
 from abc import abstractmethod
 from typing import Any
 
-from comlrl.contracts import TaskConfig
 from comlrl.errors import not_allowed
 from comlrl.tasks.base import Problem, Task
 from comlrl.tasks.code import reward as levels
 from comlrl.tasks.code.extract import decorators, extract_code
 from comlrl.tasks.code.reward import CodeReward, ScoreRequest
 from comlrl.tasks.datasets import DatasetConfig, load_dataset
+from comlrl.tree.contracts import TaskConfig
 
 SYSTEM_PROMPT = (
     "You are an expert Python programmer. Answer with Python code in a single ```python code block "

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from comlrl.contracts import Problem
 from comlrl.tasks.code.coop_templates import COMBINERS, RULES, Combiner, Params, Rule, perturb
+from comlrl.tree.contracts import Problem
 
 __all__ = ["CoopProblem", "generate_coop_problems", "template_pairs"]
 

@@ -33,7 +33,7 @@ def passes(task: CodeSingleTask, problem: Problem, completions: Sequence[str]) -
 
 
 def measure_sandbox() -> Any:
-    """The sandbox training uses by default (`sandbox.*` defaults of comlrl/config.py)."""
+    """The sandbox training uses by default (`sandbox.*` defaults of comlrl/config/schema.py)."""
     from sandbox.executor import Sandbox, SandboxConfig
 
     return Sandbox.of(SandboxConfig())

@@ -294,7 +294,7 @@ def score(request: ScoreRequest, sandbox: Sandbox) -> CodeReward:
 
 @runtime_checkable
 class CodeRewardRule(Protocol):
-    """A code tasks' reward, chosen by `task.reward` (register one with `comlrl.registry.register_reward`)."""
+    """A code tasks' reward, chosen by `task.reward` (register one with `comlrl.config.registry.register_reward`)."""
 
     def reward_range(self, num_agents: int) -> tuple[float, float]:
         """The lowest and highest total for this many agents (bounds magrpo.early_termination_threshold)."""
@@ -331,7 +331,7 @@ class FunctionRule:
         return self.range
 
     def score_batch(self, requests: Sequence[ScoreRequest], sandbox: Sandbox | None) -> list[CodeReward]:
-        from comlrl.reward_funcs import RewardFunctionError, call_name, checked_values
+        from comlrl.tasks.reward_funcs import RewardFunctionError, call_name, checked_values
 
         who = f"task.reward={self.name}: {call_name(self.fn)}"
         try:
@@ -351,4 +351,4 @@ class FunctionRule:
 
 
 LEVELS = Levels()
-REWARDS: dict[str, CodeRewardRule] = {"levels": LEVELS}  # the one table of code rewards (comlrl.registry)
+REWARDS: dict[str, CodeRewardRule] = {"levels": LEVELS}  # the one table of code rewards (comlrl.config.registry)

@@ -1,5 +1,5 @@
 """Where the tool agent's completions come from: the local trainable model, an OpenAI-compatible server, Ollama
-or a provider registered with `comlrl.registry.register_provider`.
+or a provider registered with `comlrl.config.registry.register_provider`.
 
     local:<model>                          AgentPolicies (alias, HF dir, .gguf), batched HF generate
                                            (comlrl/cli/trace_backends.py: it loads the trained model's stack)

@@ -14,13 +14,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from comlrl.contracts import Continuation, Messages, TaskConfig, Transition
 from comlrl.errors import require
 from comlrl.tasks.base import Problem, Task
 from comlrl.tasks.datasets import DatasetConfig, easy_path, load_dataset
 from comlrl.tasks.tool_agent import environment as tool_env
 from comlrl.tasks.tool_agent import prompts, turns
 from comlrl.tasks.tool_agent.call_format import STOP_SEQUENCES
+from comlrl.tree.contracts import Continuation, Messages, TaskConfig, Transition
 
 
 @dataclass

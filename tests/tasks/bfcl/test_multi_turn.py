@@ -17,9 +17,7 @@ import pytest
 
 pytest.importorskip("bfcl_eval")
 
-from comlrl.contracts import JointTurn, TaskConfig  # noqa: E402
 from comlrl.errors import ConfigError  # noqa: E402
-from comlrl.rollout import Rollout, TreeShape  # noqa: E402
 from comlrl.tasks import TASKS, build_task  # noqa: E402
 from comlrl.tasks.bfcl import BfclMultiTurnConfig, BfclMultiTurnTask  # noqa: E402
 from comlrl.tasks.bfcl.calls import decode  # noqa: E402
@@ -28,6 +26,8 @@ from comlrl.tasks.bfcl.environment import TurnState  # noqa: E402
 from comlrl.tasks.bfcl.multi_turn import call_match  # noqa: E402
 from comlrl.tasks.bfcl.scorer import Failed, Scorer  # noqa: E402
 from comlrl.tasks.datasets import DatasetConfig  # noqa: E402
+from comlrl.tree.contracts import JointTurn, TaskConfig  # noqa: E402
+from comlrl.tree.rollout import Rollout, TreeShape  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
 

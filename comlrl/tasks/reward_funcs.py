@@ -27,8 +27,8 @@ import numbers
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from comlrl.contracts import Reward
 from comlrl.errors import ConfigError
+from comlrl.tree.contracts import Reward
 
 __all__ = ["RewardFunctionError", "RewardTerm", "RewardTerms", "call_name", "checked_values", "component_name", "resolve"]
 

@@ -2,7 +2,7 @@
 
 Works under plain `python`, `accelerate launch` (DDP over gloo on CPU) and DeepSpeed ZeRO. Each rank
 expands different problems; metrics are summed over ranks; only rank 0 writes files. A run is built by
-`comlrl.components.build`; the optimizer step from the trees is `comlrl.update.train_on_trees`.
+`comlrl.run.components.build`; the optimizer step from the trees is `comlrl.learn.update.train_on_trees`.
 """
 
 from __future__ import annotations
@@ -15,22 +15,22 @@ from typing import Any
 import torch
 from accelerate.utils import gather_object
 
-from comlrl.advantages import AdvantageStats
-from comlrl.checkpoint import checkpoint_step, latest_checkpoint, load_checkpoint, save_checkpoint
-from comlrl.components import Components, build
-from comlrl.config import ConfigError, RunConfig
+from comlrl.config.schema import ConfigError, RunConfig
 from comlrl.console import plural, quiet_console
-from comlrl.contracts import Problem
-from comlrl.distributed import WorldSizeError, sum_over_ranks
-from comlrl.evaluation import Evaluator
-from comlrl.metrics import StepSums, leaves, mean_root_returns, turn_sums
-from comlrl.problem_draw import step_problems
-from comlrl.rollout import Rollout, TreeShape
-from comlrl.run_outputs import RUN_OUTPUTS, RunWriter, check_output_dir, make_trackers, read_eval_records
-from comlrl.run_report import write_report
-from comlrl.tree import Node, backup_returns
-from comlrl.tree_records import NodeRecord, node_records
-from comlrl.update import UpdateStats, train_on_trees
+from comlrl.learn.advantages import AdvantageStats
+from comlrl.learn.distributed import WorldSizeError, sum_over_ranks
+from comlrl.learn.update import UpdateStats, train_on_trees
+from comlrl.run.checkpoint import checkpoint_step, latest_checkpoint, load_checkpoint, save_checkpoint
+from comlrl.run.components import Components, build
+from comlrl.run.evaluation import Evaluator
+from comlrl.run.metrics import StepSums, leaves, mean_root_returns, turn_sums
+from comlrl.run.outputs import RUN_OUTPUTS, RunWriter, check_output_dir, make_trackers, read_eval_records
+from comlrl.run.problem_draw import step_problems
+from comlrl.run.report import write_report
+from comlrl.tree.contracts import Problem
+from comlrl.tree.nodes import Node, backup_returns
+from comlrl.tree.records import NodeRecord, node_records
+from comlrl.tree.rollout import Rollout, TreeShape
 
 log = logging.getLogger("comlrl")
 
@@ -39,8 +39,8 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     """Exceptions that mean bad input (config, files, keys, launcher), reported as one line."""
     from comlrl.llm import LLMError
     from comlrl.models import ModelError
-    from comlrl.reward_funcs import RewardFunctionError
     from comlrl.tasks.datasets import DatasetError
+    from comlrl.tasks.reward_funcs import RewardFunctionError
     from sandbox.executor import SandboxUnavailable
 
     return (ConfigError, WorldSizeError, ModelError, DatasetError, LLMError, SandboxUnavailable, RewardFunctionError)
@@ -50,7 +50,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 def training_step(comp: Components, step: int, start_rewards: dict[str, float] | None = None
                   ) -> tuple[dict[str, float], list[NodeRecord]]:
     """One training step: expand `trees_per_step` trees per rank, back up returns, one optimizer step by
-    the run's algorithm (`comlrl.algorithms`). With `start_rewards` (the untrained policy's sampled turn-1 reward per probe
+    the run's algorithm (`comlrl.learn.algorithms`). With `start_rewards` (the untrained policy's sampled turn-1 reward per probe
     problem, `Evaluator.start_rewards`), `reward_vs_start` compares the step's turn-1 reward with it."""
     if comp.offline_pairs:
         return offline_step(comp, step), []
@@ -65,7 +65,7 @@ def training_step(comp: Components, step: int, start_rewards: dict[str, float] |
     comp.engine.idle()
     comp.phase("update")
     t_update = time.perf_counter()
-    update = train_on_trees(comp, roots)
+    update = train_on_trees(comp.trained(), comp.algorithm, comp.cfg, roots)
     t_update = time.perf_counter() - t_update
     sums = _step_sums(comp, roots, problems, rollout, update, start_rewards or {})
     metrics = _step_metrics(comp, step, sums, update, t_rollout, t_update, t0)
@@ -74,10 +74,10 @@ def training_step(comp: Components, step: int, start_rewards: dict[str, float] |
 
 def offline_step(comp: Components, step: int) -> dict[str, float]:
     """A DPO step on written pairs (algorithm.dpo.offline_pairs) instead of a rollout: this rank's share of
-    the step's slice of the file (`comlrl.preference_file.step_slice`: the run makes one pass over it)."""
-    from comlrl.algorithms import Unit
-    from comlrl.preference_file import step_slice
-    from comlrl.update import train_units
+    the step's slice of the file (`comlrl.learn.preference_file.step_slice`: the run makes one pass over it)."""
+    from comlrl.learn.algorithms import Unit
+    from comlrl.learn.preference_file import step_slice
+    from comlrl.learn.update import train_units
 
     t0, acc, pairs = time.perf_counter(), comp.accelerator, comp.offline_pairs
     picked = step_slice(len(pairs), comp.cfg.training.steps, step, comp.cfg.training.seed)[acc.process_index::acc.num_processes]
@@ -85,7 +85,7 @@ def offline_step(comp: Components, step: int) -> dict[str, float]:
     units = [Unit((pol.sample_of(p.agent, p.prompt, p.chosen), pol.sample_of(p.agent, p.prompt, p.rejected)))
              for p in (pairs[i] for i in picked)]
     spare = units[0].samples[0] if units else pol.sample_of(pairs[0].agent, pairs[0].prompt, pairs[0].chosen)
-    update = train_units(comp, units, AdvantageStats(groups=len(units)), spare)
+    update = train_units(comp.trained(), comp.algorithm, comp.cfg, units, AdvantageStats(groups=len(units)), spare)
     names = sorted(update.metrics)
     total = sum_over_ranks(acc, [float(len(units)), update.samples, update.loss, *(update.metrics[n] for n in names)])
     summed = dict(zip(names, total[3:], strict=True))
@@ -233,7 +233,7 @@ def run(cfg: RunConfig) -> int:
         if latest is None:
             log.warning("training.resume=true but %s holds no checkpoint: starting from step 0", ckpt_root)
         else:
-            start = load_checkpoint(acc, comp.model, comp.policies, comp.optimizer, comp.scheduler, latest)
+            start = load_checkpoint(comp.trained(), latest)
             comp.engine.weights_changed()
             log.info("resumed from %s (step %d)", latest, start)
     writer = RunWriter(cfg, acc, resume_step=start) if acc.is_main_process else None
@@ -266,7 +266,7 @@ def run(cfg: RunConfig) -> int:
                 writer.write_trees(gathered)
                 writer.write_evals(ev_records)
             if last or (cfg.training.save_every and done % cfg.training.save_every == 0):
-                save_checkpoint(acc, comp.model, comp.policies, comp.optimizer, comp.scheduler, done, ckpt_root)
+                save_checkpoint(comp.trained(), done, ckpt_root)
             if bar:
                 bar.set_description_str("trained", refresh=False)
                 bar.set_postfix(progress_numbers(metrics, cfg.magrpo.num_turns, comp.task.headline_outcome),

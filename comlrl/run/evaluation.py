@@ -13,7 +13,7 @@ Sampling starts from `evaluation.seed` every time, so the same weights give the 
 after differ only by the policy. Per-problem scores go to eval.jsonl; at every evaluation after the
 first, each set's paired difference to the first one (`..._delta`, `..._delta_lo`, `..._delta_hi`: the
 95% paired t interval over problems; for the probe's sampled figures, over the chains with the problems
-fixed: comlrl/paired.py) goes to metrics.jsonl and TensorBoard.
+fixed: comlrl/run/paired.py) goes to metrics.jsonl and TensorBoard.
 """
 
 from __future__ import annotations
@@ -26,13 +26,13 @@ from typing import Any
 import torch
 from accelerate.utils import gather_object
 
-from comlrl.components import Components
-from comlrl.distributed import sum_over_ranks
-from comlrl.metrics import Sums, TurnSums, turn_means, turn_sums
-from comlrl.paired import record_difference
-from comlrl.problem_draw import probe_indices
-from comlrl.rollout import TreeShape
-from comlrl.tree import Node
+from comlrl.learn.distributed import sum_over_ranks
+from comlrl.run.components import Components
+from comlrl.run.metrics import Sums, TurnSums, turn_means, turn_sums
+from comlrl.run.paired import record_difference
+from comlrl.run.problem_draw import probe_indices
+from comlrl.tree.nodes import Node
+from comlrl.tree.rollout import TreeShape
 
 SETS = ("heldout", "probe")
 PREFIX = {"heldout": "eval/", "probe": "eval/probe/"}

@@ -3,11 +3,11 @@ estimators, losses and algorithms.
 
 Each registry is a view of ONE table that lives with the code it names (`comlrl.tasks.TASKS`,
 `feedback.build.MODES`, `comlrl.tasks.code.reward.REWARDS`, `comlrl.llm.factory.REGISTERED`,
-`comlrl.advantages.ESTIMATORS`, `comlrl.loss.LOSSES`, `comlrl.algorithms.ALGORITHMS`), imported here by name like any other module, so
+`comlrl.learn.advantages.ESTIMATORS`, `comlrl.learn.loss.LOSSES`, `comlrl.learn.algorithms.ALGORITHMS`), imported here by name like any other module, so
 config validation, `build_task`, the feedback builder, `comlrl.llm.make_client`, the advantages and the
 update read the same names, and adding one is one call:
 
-    from comlrl.registry import register_task
+    from comlrl.config.registry import register_task
 
     @register_task("my_task")
     class MyTask(Task): ...
@@ -22,15 +22,15 @@ import importlib
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
-from comlrl.advantages import ESTIMATORS as ESTIMATOR_TABLE
-from comlrl.advantages import Estimator
-from comlrl.algorithms import ALGORITHMS as ALGORITHM_TABLE
-from comlrl.algorithms import Algorithm
 from comlrl.errors import ConfigError
+from comlrl.learn.advantages import ESTIMATORS as ESTIMATOR_TABLE
+from comlrl.learn.advantages import Estimator
+from comlrl.learn.algorithms import ALGORITHMS as ALGORITHM_TABLE
+from comlrl.learn.algorithms import Algorithm
+from comlrl.learn.loss import LOSSES as LOSS_TABLE
+from comlrl.learn.loss import LossRule
 from comlrl.llm.factory import REGISTERED as PROVIDER_TABLE
 from comlrl.llm.spec import PROVIDERS as BUILT_IN_PROVIDERS
-from comlrl.loss import LOSSES as LOSS_TABLE
-from comlrl.loss import LossRule
 from comlrl.tasks import TASKS as TASK_TABLE
 from comlrl.tasks.code.reward import REWARDS as REWARD_TABLE
 from comlrl.tasks.code.reward import CodeRewardRule, FunctionRule
@@ -144,7 +144,7 @@ def register_provider(name: str, factory: Callable[..., Any] | None = None) -> A
 def register_estimator(name: str, centre: Callable[..., list[float]] | None = None, *, centres: bool = True,
                        needs: tuple[str, ...] = ()) -> Any:
     """An advantage estimator selected by `magrpo.advantage.baseline=<name>`: `centre(values) -> list[float]`,
-    one advantage (before group scaling) per completion of a sibling group, as `comlrl.advantages.Estimator`
+    one advantage (before group scaling) per completion of a sibling group, as `comlrl.learn.advantages.Estimator`
     describes (`centres`: it subtracts a baseline, so tied groups carry no signal; `needs`: inputs beyond the
     values, which the trainer must provide). Use as a decorator or call directly; gives the function back."""
 
@@ -156,19 +156,19 @@ def register_estimator(name: str, centre: Callable[..., list[float]] | None = No
 
 
 def register_loss(name: str, rule: LossRule) -> LossRule:
-    """A loss selected by `magrpo.loss.aggregation=<name>`: a `comlrl.loss.LossRule` (how a micro-batch's
+    """A loss selected by `magrpo.loss.aggregation=<name>`: a `comlrl.learn.loss.LossRule` (how a micro-batch's
     token losses are summed, what the step divides by, and what else it `needs`)."""
     if not isinstance(rule, LossRule):
-        raise TypeError(f"magrpo.loss.aggregation: {name!r} must be a comlrl.loss.LossRule, got {type(rule).__name__}")
+        raise TypeError(f"magrpo.loss.aggregation: {name!r} must be a comlrl.learn.loss.LossRule, got {type(rule).__name__}")
     return LOSSES.register(name, rule)
 
 
 def register_algorithm(name: str, algorithm: Algorithm) -> Algorithm:
-    """An algorithm selected by `algorithm.name=<name>`: a `comlrl.algorithms.Algorithm` (what a step's trees
+    """An algorithm selected by `algorithm.name=<name>`: a `comlrl.learn.algorithms.Algorithm` (what a step's trees
     become, `units`, and the loss of a micro-batch of them, `loss`), trained by the same update as the
     built-ins (docs/algorithm.md)."""
     if not isinstance(algorithm, Algorithm):
-        raise TypeError(f"algorithm.name: {name!r} must be a comlrl.algorithms.Algorithm, got {type(algorithm).__name__}")
+        raise TypeError(f"algorithm.name: {name!r} must be a comlrl.learn.algorithms.Algorithm, got {type(algorithm).__name__}")
     return ALGORITHMS.register(name, algorithm)
 
 

@@ -15,9 +15,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from accelerate import Accelerator
 
-from comlrl.distributed import uses_deepspeed
+from comlrl.learn.learner import Learner
 
 
 def latest_checkpoint(root: Path) -> Path | None:
@@ -43,23 +42,23 @@ def _rng_state() -> dict[str, Any]:
     return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
 
 
-def save_checkpoint(
-    accelerator: Accelerator, model: Any, policies: Any, optimizer: Any, scheduler: Any, step: int, root: Path
-) -> Path:
+def save_checkpoint(learner: Learner, step: int, root: Path) -> Path:
+    """The learner's trainable weights, optimizer, schedule and every rank's RNG as `root/step-<step>/`."""
+    accelerator = learner.accelerator
     final = root / f"step-{step}"
     tmp = root / f".step-{step}.tmp"
     if accelerator.is_main_process:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
     accelerator.wait_for_everyone()
-    if uses_deepspeed(accelerator):
-        model.save_checkpoint(str(tmp / "deepspeed"), tag="state", exclude_frozen_parameters=True)
+    if learner.deepspeed:
+        learner.model.save_checkpoint(str(tmp / "deepspeed"), tag="state", exclude_frozen_parameters=True)  # type: ignore[operator]
     elif accelerator.is_main_process:
-        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+        torch.save(learner.optimizer.state_dict(), tmp / "optimizer.pt")
     torch.save(_rng_state(), tmp / f"rng-{accelerator.process_index}.pt")
     if accelerator.is_main_process:
-        policies.save(tmp / "weights")
-        torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
+        learner.policies.save(tmp / "weights")
+        torch.save(learner.scheduler.state_dict(), tmp / "scheduler.pt")
         (tmp / "meta.json").write_text(json.dumps({"step": step, "world_size": accelerator.num_processes}))
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
@@ -69,17 +68,15 @@ def save_checkpoint(
     return final
 
 
-def load_checkpoint(
-    accelerator: Accelerator, model: Any, policies: Any, optimizer: Any, scheduler: Any, path: Path
-) -> int:
+def load_checkpoint(learner: Learner, path: Path) -> int:
     """Restore weights, optimizer, scheduler and RNG; returns the step the checkpoint was taken after."""
-    policies.load(path / "weights")
-    if uses_deepspeed(accelerator):
-        model.load_checkpoint(str(path / "deepspeed"), tag="state", load_module_strict=False)
+    learner.policies.load(path / "weights")
+    if learner.deepspeed:
+        learner.model.load_checkpoint(str(path / "deepspeed"), tag="state", load_module_strict=False)  # type: ignore[operator]
     else:
-        optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location="cpu", weights_only=False))
-    scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=False))
-    rng_file = path / f"rng-{accelerator.process_index}.pt"
+        learner.optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location="cpu", weights_only=False))
+    learner.scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=False))
+    rng_file = path / f"rng-{learner.accelerator.process_index}.pt"
     if rng_file.is_file():
         rng = torch.load(rng_file, weights_only=False)
         random.setstate(rng["python"])

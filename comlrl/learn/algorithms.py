@@ -1,11 +1,11 @@
 """The learning algorithms, each a choice of training signal and loss on the same tree rollout.
 
 An `Algorithm` says what a step's trees become (`units`: completions with the numbers their loss reads)
-and the loss of a micro-batch of them (`loss`); the update (`comlrl.update.train_on_trees`) runs the
+and the loss of a micro-batch of them (`loss`); the update (`comlrl.learn.update.train_on_trees`) runs the
 micro-batches, the backward passes and the optimizer step for all of them alike, under accelerate DDP or
-DeepSpeed. `ALGORITHMS` is the one table (`algorithm.name`; `comlrl.registry.register_algorithm` adds
-to it). The math lives in the pure modules: advantages (`comlrl.advantages`), preference pairs
-(`comlrl.preference`), value targets (`comlrl.critic`) and the losses (`comlrl.loss`).
+DeepSpeed. `ALGORITHMS` is the one table (`algorithm.name`; `comlrl.config.registry.register_algorithm` adds
+to it). The math lives in the pure modules: advantages (`comlrl.learn.advantages`), preference pairs
+(`comlrl.learn.preference`), value targets (`comlrl.learn.critic`) and the losses (`comlrl.learn.loss`).
 
 - `magrpo`: each sibling group's completions weighted by their group-relative advantage (policy gradient).
 - `centralized`: MAGRPO for one policy that writes every role's part in one completion; the task splits
@@ -21,17 +21,19 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from comlrl.advantages import AdvantageStats, assign_advantages
-from comlrl.critic import completion_targets, lambda_returns, whiten
-from comlrl.preference import tree_pairs
-from comlrl.tree import Node
+from comlrl.errors import require
+from comlrl.learn.advantages import AdvantageStats, assign_advantages
+from comlrl.learn.critic import completion_targets, lambda_returns, whiten
+from comlrl.learn.preference import tree_pairs
+from comlrl.tree.nodes import Node
 
 if TYPE_CHECKING:
     import torch
 
-    from comlrl.config import RunConfig
+    from comlrl.config.schema import RunConfig
     from comlrl.policy.sample import Sample
 
 
@@ -101,6 +103,43 @@ class Algorithm:
     critic: bool = False
     centralized: bool = False  # one policy writes every role's part (comlrl/tasks/centralized.py)
     min_generations: int = 2  # siblings per group the signal needs
+    # (key, dataclass) of its options: the config section `algorithm.<key>.*` (with a `check()`), or None
+    options: tuple[str, type] | None = None
+
+
+@dataclass
+class DpoConfig:
+    """madpo: which sibling completions pair up and how strongly DPO pulls (docs/algorithm.md)."""
+
+    beta: float = 0.1  # DPO's inverse temperature: the implicit reward is beta * log(pi / reference)
+    pairs: str = "reward_gap"  # reward_gap (largest value gaps first) | all | random
+    pairs_per_node: int | None = 2  # per node and agent; null = every pair that passes min_gap
+    min_gap: float = 1e-6  # value gap (raw reward units) a pair needs
+    offline_pairs: str | None = None  # a pairs JSONL (scripts/export.py --pairs): train on it, no rollout
+
+    def check(self) -> None:
+        require(self.beta > 0, "algorithm.dpo.beta", self.beta, "a number > 0")
+        require(self.pairs_per_node is None or self.pairs_per_node >= 1, "algorithm.dpo.pairs_per_node",
+                self.pairs_per_node, "an integer >= 1 or null (every pair)")
+        require(self.min_gap > 0, "algorithm.dpo.min_gap", self.min_gap,
+                "a number > 0 (equal values carry no preference)")
+        require(self.offline_pairs is None or Path(self.offline_pairs).is_file(), "algorithm.dpo.offline_pairs",
+                self.offline_pairs, "an existing pairs file (scripts/export.py --pairs)")
+
+
+@dataclass
+class CriticConfig:
+    """iac / maac: the value heads' loss weight, learning rate and targets (docs/algorithm.md)."""
+
+    value_coef: float = 0.5  # weight of the critic's squared error in the loss
+    learning_rate: float | None = None  # of the value heads; null = magrpo.learning_rate
+    gae_lambda: float = 1.0  # TD(lambda) targets across turns: 1 = backed-up returns, 0 = r + discount * V(next)
+
+    def check(self) -> None:
+        require(self.value_coef >= 0, "algorithm.critic.value_coef", self.value_coef, "a number >= 0")
+        require(self.learning_rate is None or self.learning_rate > 0, "algorithm.critic.learning_rate",
+                self.learning_rate, "a number > 0 or null (magrpo.learning_rate)")
+        require(0.0 <= self.gae_lambda <= 1.0, "algorithm.critic.gae_lambda", self.gae_lambda, "a number in [0, 1]")
 
 
 # ---- magrpo: group-relative policy gradient ------------------------------------------------------------
@@ -108,8 +147,8 @@ class Algorithm:
 def _advantage_units(roots: Sequence[Node], cfg: RunConfig, values: StateValues | None
                      ) -> tuple[list[Unit], AdvantageStats]:
     m = cfg.magrpo
-    stats = assign_advantages(list(roots), m.num_agents, m.num_generations, m.advantage.baseline,
-                              m.advantage.scale, m.advantage.eps, credit=m.advantage.credit)
+    stats = assign_advantages(list(roots), m.advantage.baseline, m.advantage.scale, m.advantage.eps,
+                              credit=m.advantage.credit)
     units = [Unit((node.completions[a][k],), (float(adv[k]),))
              for root in roots for node in root.walk() for a, adv in enumerate(node.advantages) if adv is not None
              for k in range(len(adv))]
@@ -119,7 +158,7 @@ def _advantage_units(roots: Sequence[Node], cfg: RunConfig, values: StateValues 
 def _policy_gradient_loss(b: MicroBatch) -> tuple[torch.Tensor, MetricSums]:
     import torch
 
-    from comlrl.loss import aggregate, per_token_loss
+    from comlrl.learn.loss import aggregate, per_token_loss
 
     lc = b.cfg.magrpo.loss
     adv = torch.tensor([x for u in b.units for x in u.advantages], dtype=b.logps.dtype, device=b.logps.device)
@@ -137,8 +176,7 @@ def _pair_units(roots: Sequence[Node], cfg: RunConfig, values: StateValues | Non
     m, d = cfg.magrpo, cfg.algorithm.dpo
     # seeded per step and rank by the trainer (torch.manual_seed before the rollout): reproducible draws
     rng = random.Random(torch.initial_seed()) if d.pairs == "random" else None
-    pairs = tree_pairs(roots, m.num_agents, m.num_generations, d.pairs, d.pairs_per_node, d.min_gap,
-                       credit=m.advantage.credit, rng=rng)
+    pairs = tree_pairs(roots, d.pairs, d.pairs_per_node, d.min_gap, credit=m.advantage.credit, rng=rng)
     groups = sum(1 for root in roots for _ in root.walk()) * m.num_agents
     with_pairs = len({(id(p.node), p.agent) for p in pairs})
     units = [Unit((p.node.completions[p.agent][p.winner], p.node.completions[p.agent][p.loser])) for p in pairs]
@@ -146,7 +184,7 @@ def _pair_units(roots: Sequence[Node], cfg: RunConfig, values: StateValues | Non
 
 
 def _dpo_loss(b: MicroBatch) -> tuple[torch.Tensor, MetricSums]:
-    from comlrl.loss import dpo_loss, k3_kl, sequence_logps
+    from comlrl.learn.loss import dpo_loss, k3_kl, sequence_logps
 
     assert b.ref_logps is not None
     seq, ref = sequence_logps(b.logps, b.mask), sequence_logps(b.ref_logps, b.mask)
@@ -169,7 +207,7 @@ def _dpo_loss(b: MicroBatch) -> tuple[torch.Tensor, MetricSums]:
 def _critic_units(joint: bool) -> Callable[..., tuple[list[Unit], AdvantageStats]]:
     """Units of `iac` (each agent's own critic) or `maac` (one critic of the team's state): one unit per
     node, holding every agent's completions there with their advantages (target - V(state), V before the
-    update) and value targets (TD(lambda) over the tree, `comlrl.critic`)."""
+    update) and value targets (TD(lambda) over the tree, `comlrl.learn.critic`)."""
 
     def units(roots: Sequence[Node], cfg: RunConfig, values: StateValues | None
               ) -> tuple[list[Unit], AdvantageStats]:
@@ -187,8 +225,7 @@ def _critic_units(joint: bool) -> Callable[..., tuple[list[Unit], AdvantageStats
             for root in roots:
                 targets = lambda_returns(root, lambda n, a=agent: state_value(n, a), m.discount, c.gae_lambda)
                 for node in root.walk():
-                    t = completion_targets(node, targets[node.id], agent, len(node.completions[agent]),
-                                           m.advantage.credit)
+                    t = completion_targets(node, targets[node.id], agent, m.advantage.credit)
                     tgt[node.id, agent] = t
                     adv[node.id, agent] = [x - state_value(node, agent) for x in t]
         if m.advantage.scale == "group":  # whitened over the step, per agent (no sibling group with G = 1)
@@ -250,14 +287,15 @@ def explained_variance(means: dict[str, float]) -> dict[str, float]:
 CRITIC_METRICS = ("value/mse", "value/mean", "value/target_mean", "value/target_sq", "value/residual_mean")
 
 
-# the one table of algorithms (`comlrl.registry.register_algorithm` adds to it), in the config's order
+# the one table of algorithms (`comlrl.config.registry.register_algorithm` adds to it), in the config's order
 ALGORITHMS: dict[str, Algorithm] = {
     "magrpo": Algorithm(_advantage_units, _policy_gradient_loss),
     "centralized": Algorithm(_advantage_units, _policy_gradient_loss, centralized=True),
     "madpo": Algorithm(_pair_units, _dpo_loss, needs_reference=True, on_policy=False,
-                       metrics=("dpo/accuracy", "dpo/margin", "dpo/chosen_reward", "dpo/rejected_reward", "dpo/loss")),
+                       metrics=("dpo/accuracy", "dpo/margin", "dpo/chosen_reward", "dpo/rejected_reward", "dpo/loss"),
+                       options=("dpo", DpoConfig)),
     "iac": Algorithm(_critic_units(joint=False), _actor_critic_loss(joint=False), metrics=CRITIC_METRICS,
-                     derived=explained_variance, critic=True, min_generations=1),
+                     derived=explained_variance, critic=True, min_generations=1, options=("critic", CriticConfig)),
     "maac": Algorithm(_critic_units(joint=True), _actor_critic_loss(joint=True), metrics=CRITIC_METRICS,
-                      derived=explained_variance, critic=True, min_generations=1),
+                      derived=explained_variance, critic=True, min_generations=1, options=("critic", CriticConfig)),
 }

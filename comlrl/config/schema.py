@@ -5,14 +5,15 @@ below. Any unknown key, wrong type or impossible value raises `ConfigError` with
 key and what is allowed, so a bad run fails before it loads a model.
 
 Each part owns its section: the feedback modes `external` (`feedback.context.ExternalConfig`), the tasks
-`dataset` (`comlrl.tasks.datasets.DatasetConfig`), `task` (`comlrl.contracts.TaskConfig`) and their own
+`dataset` (`comlrl.tasks.datasets.DatasetConfig`), `task` (`comlrl.tree.contracts.TaskConfig`) and their own
 options (`task.<name>.*`, each task's `options_type`); the allowed values come from their owners
-(`comlrl.config_checks.choices`). The checks and the resolution of defaults are `comlrl.config_checks`.
+(`comlrl.config.checks.choices`). The checks and the resolution of defaults are `comlrl.config.checks`.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, field, fields, is_dataclass, make_dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,8 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from comlrl.config_checks import (
+from comlrl.config.checks import (
+    algorithm_sections,
     choices,
     normalize_slice,
     resolved,
@@ -29,11 +31,11 @@ from comlrl.config_checks import (
     validate,
     validate_threshold,
 )
-from comlrl.contracts import TaskConfig
 from comlrl.engines import RolloutConfig, VLLMSettings
-from comlrl.errors import ConfigError
+from comlrl.errors import ConfigError, require
 from comlrl.models import EMBEDDED_MODEL, AgentsConfig, LoraConfig, ModelConfig
 from comlrl.tasks.datasets import DatasetConfig, DatasetFieldsConfig
+from comlrl.tree.contracts import TaskConfig
 from feedback.context import ExternalConfig
 from sandbox.executor import SandboxConfig
 
@@ -52,6 +54,9 @@ class AdvantageConfig:
     scale: str = "group"  # group (divide by sibling std) | none (Dr.GRPO)
     eps: float = 1e-6
 
+    def check(self) -> None:
+        require(self.eps > 0, "magrpo.advantage.eps", self.eps, "a number > 0")
+
 
 @dataclass
 class LossConfig:
@@ -61,32 +66,22 @@ class LossConfig:
     kl_coef: float = 0.0  # KL to the base model (adapters off)
     micro_batch_size: int = 4  # activations dominate peak memory (~0.5 GB per 500-token sample, float32)
 
-
-@dataclass
-class DpoConfig:
-    """madpo: which sibling completions pair up and how strongly DPO pulls (docs/algorithm.md)."""
-
-    beta: float = 0.1  # DPO's inverse temperature: the implicit reward is beta * log(pi / reference)
-    pairs: str = "reward_gap"  # reward_gap (largest value gaps first) | all | random
-    pairs_per_node: int | None = 2  # per node and agent; null = every pair that passes min_gap
-    min_gap: float = 1e-6  # value gap (raw reward units) a pair needs
-    offline_pairs: str | None = None  # a pairs JSONL (scripts/export.py --pairs): train on it, no rollout
-
-
-@dataclass
-class CriticConfig:
-    """iac / maac: the value heads' loss weight, learning rate and targets (docs/algorithm.md)."""
-
-    value_coef: float = 0.5  # weight of the critic's squared error in the loss
-    learning_rate: float | None = None  # of the value heads; null = magrpo.learning_rate
-    gae_lambda: float = 1.0  # TD(lambda) targets across turns: 1 = backed-up returns, 0 = r + discount * V(next)
+    def check(self) -> None:
+        require(self.inner_epochs >= 1, "magrpo.loss.inner_epochs", self.inner_epochs, "an integer >= 1")
+        require(self.clip_eps is None or self.clip_eps > 0, "magrpo.loss.clip_eps", self.clip_eps,
+                "a number > 0 or null")
+        require(self.inner_epochs == 1 or self.clip_eps is not None, "magrpo.loss.inner_epochs", self.inner_epochs,
+                "1 unless magrpo.loss.clip_eps is set (several epochs need the ratio clip)")
+        require(self.kl_coef >= 0, "magrpo.loss.kl_coef", self.kl_coef, "a number >= 0")
+        require(self.micro_batch_size >= 1, "magrpo.loss.micro_batch_size", self.micro_batch_size, "an integer >= 1")
 
 
 @dataclass
 class AlgorithmConfig:
-    name: str = "magrpo"  # magrpo | madpo | iac | maac | registered (comlrl.registry.register_algorithm)
-    dpo: DpoConfig = field(default_factory=DpoConfig)
-    critic: CriticConfig = field(default_factory=CriticConfig)
+    """The `algorithm` section: the algorithm's name, then one section per options type the registered
+    algorithms declare (`algorithm.dpo.*`, `algorithm.critic.*`, a plugin's own; added by `run_schema`)."""
+
+    name: str = "magrpo"  # magrpo | madpo | iac | maac | registered (comlrl.config.registry.register_algorithm)
 
 
 @dataclass
@@ -105,6 +100,19 @@ class MagrpoConfig:
     warmup_steps: int = 0
     lr_schedule: str = "constant"  # constant | linear | cosine (after warmup)
 
+    def check(self) -> None:
+        for key in ("num_agents", "num_turns", "num_generations"):
+            require(getattr(self, key) >= 1, f"magrpo.{key}", getattr(self, key), "an integer >= 1")
+        require(0.0 <= self.discount <= 1.0, "magrpo.discount", self.discount, "a number in [0, 1]")
+        require(self.learning_rate > 0, "magrpo.learning_rate", self.learning_rate, "a number > 0")
+        require(self.max_grad_norm > 0, "magrpo.max_grad_norm", self.max_grad_norm, "a number > 0")
+        require(self.warmup_steps >= 0, "magrpo.warmup_steps", self.warmup_steps, "an integer >= 0")
+        thr = self.early_termination_threshold
+        require(thr is None or math.isfinite(thr), "magrpo.early_termination_threshold", thr,
+                "a finite number or null")
+        self.loss.check()
+        self.advantage.check()
+
 
 @dataclass
 class TrainingConfig:
@@ -119,17 +127,32 @@ class TrainingConfig:
     overwrite: bool = False  # reuse an output_dir that holds an earlier run's outputs (they are replaced)
     torch_threads: int = 0  # 0 = the cores this process may use / local processes
 
+    def check(self) -> None:
+        for key in ("steps", "eval_every", "save_every", "torch_threads"):
+            require(getattr(self, key) >= 0, f"training.{key}", getattr(self, key), "an integer >= 0")
+        require(self.trees_per_step >= 1, "training.trees_per_step", self.trees_per_step, "an integer >= 1")
+        require(bool(self.output_dir), "training.output_dir", self.output_dir, "a directory path")
+        out = Path(self.output_dir).expanduser()  # a file on the way would fail the run's first write, after loading
+        blocker = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
+        require(blocker is None, "training.output_dir", self.output_dir, f"a directory path ({blocker} is a file)")
+
 
 @dataclass
 class EvaluationConfig:
-    """How learning is measured (comlrl/evaluation.py): each problem gets one greedy chain and `samples`
+    """How learning is measured (comlrl/run/evaluation.py): each problem gets one greedy chain and `samples`
     chains sampled at model.temperature from `seed`, on the held-out set and on a probe of the problems the
-    run trains on; before and after are compared problem by problem (comlrl/paired.py)."""
+    run trains on; before and after are compared problem by problem (comlrl/run/paired.py)."""
 
     samples: int = 4  # sampled chains per problem, on every set (0 = greedy only)
     greedy: bool = True  # also one greedy chain per problem (eval/pass_at_1)
     probe_problems: int = 8  # the first distinct training problems the run's steps draw (0 = no probe)
     seed: int = 1234  # every evaluation samples from this seed: the same draws for the same weights
+
+    def check(self) -> None:
+        require(self.samples >= 0, "evaluation.samples", self.samples, "an integer >= 0 (0 = greedy only)")
+        require(self.greedy or self.samples > 0, "evaluation.greedy", self.greedy,
+                "true unless evaluation.samples > 0 (an evaluation needs greedy or sampled chains)")
+        require(self.probe_problems >= 0, "evaluation.probe_problems", self.probe_problems, "an integer >= 0")
 
 
 @dataclass
@@ -142,7 +165,7 @@ class LoggingConfig:
 
 @dataclass
 class RunConfig:
-    plugins: list[str] = field(default_factory=list)  # user modules imported before validation (comlrl.registry)
+    plugins: list[str] = field(default_factory=list)  # user modules imported before validation (comlrl.config.registry)
     model: ModelConfig = field(default_factory=ModelConfig)
     agents: AgentsConfig = field(default_factory=AgentsConfig)
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
@@ -158,17 +181,22 @@ class RunConfig:
 
 
 @functools.cache
-def _schema(sections: tuple[tuple[str, type], ...]) -> type[RunConfig]:
-    task = make_dataclass("TaskConfig", [(name, t, field(default_factory=t)) for name, t in sections],
+def _schema(task_sections: tuple[tuple[str, type], ...],
+            algorithm_sections: tuple[tuple[str, type], ...]) -> type[RunConfig]:
+    task = make_dataclass("TaskConfig", [(name, t, field(default_factory=t)) for name, t in task_sections],
                           bases=(TaskConfig,))
-    return make_dataclass("RunConfig", [("task", task, field(default_factory=task))], bases=(RunConfig,))
+    algorithm = make_dataclass("AlgorithmConfig", [(name, t, field(default_factory=t))
+                                                   for name, t in algorithm_sections], bases=(AlgorithmConfig,))
+    return make_dataclass("RunConfig", [("task", task, field(default_factory=task)),
+                                        ("algorithm", algorithm, field(default_factory=algorithm))],
+                          bases=(RunConfig,))
 
 
 def run_schema() -> type[RunConfig]:
     """`RunConfig` whose `task` section holds one options section per registered task that declares an
     `options_type`, named like the task (`task.tool_agent.*`, `task.actions.*`, a plugin's own): built from
     the task registry, so a plugin task's options are keys like the built-ins'."""
-    from comlrl.registry import TASKS
+    from comlrl.config.registry import TASKS
 
     taken = {f.name for f in fields(TaskConfig)} | {"options"}
     sections = []
@@ -178,7 +206,7 @@ def run_schema() -> type[RunConfig]:
                 raise ConfigError(f"config error: task {name!r} cannot have options: task.{name} is a key of "
                                   "the task section itself")
             sections.append((name, task_type.options_type))
-    return _schema(tuple(sections))
+    return _schema(tuple(sections), algorithm_sections())
 
 
 def _one_line(exc: OmegaConfBaseException) -> str:
@@ -229,7 +257,7 @@ def load_config(path: str | Path | RunConfig | None = None, overrides: list[str]
     """Merge schema defaults, a YAML file (or a `RunConfig`, e.g. one this returned) and dotlist overrides,
     import the `plugins` they list, validate, and return the resolved config; a `RunConfig` passed in is
     not changed."""
-    from comlrl.registry import import_plugins
+    from comlrl.config.registry import import_plugins
 
     layers: list[DictConfig] = []
     if isinstance(path, RunConfig):

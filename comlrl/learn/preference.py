@@ -1,7 +1,7 @@
 """Preference pairs from the turn tree (pure): sibling completions of a node, ranked by their value.
 
 At every node each agent sampled G completions, and each completion has a value (the mean return of the
-joint actions that contain it, `comlrl.advantages.completion_values`; in `align` mode its own joint
+joint actions that contain it, `comlrl.learn.advantages.completion_values`; in `align` mode its own joint
 action's return). Two siblings whose values differ by at least `min_gap` are a ready-made preference
 pair: the same prompt, the better completion chosen. `select_pairs` picks which of a node's pairs train:
 
@@ -18,8 +18,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from comlrl.advantages import completion_values
-from comlrl.tree import Node
+from comlrl.learn.advantages import completion_values
+from comlrl.tree.nodes import Node
 
 SELECTIONS = ("reward_gap", "all", "random")
 
@@ -61,13 +61,14 @@ def select_pairs(values: Sequence[float], how: str, limit: int | None, min_gap: 
     return pairs if limit is None else pairs[:limit]
 
 
-def tree_pairs(roots: Sequence[Node], num_agents: int, num_generations: int, how: str, limit: int | None,
-               min_gap: float, credit: str = "mean", rng: random.Random | None = None) -> list[Pair]:
-    """Every node's selected pairs, per agent, over completion values (returns must be backed up)."""
+def tree_pairs(roots: Sequence[Node], how: str, limit: int | None, min_gap: float, credit: str = "mean",
+               rng: random.Random | None = None) -> list[Pair]:
+    """Every node's selected pairs, per agent, over completion values (returns must be backed up). Agents
+    and samples are counted on each node (a turn may sample fewer)."""
     out = []
     for root in roots:
         for node in root.walk():
-            for agent in range(num_agents):
-                values = completion_values(node.joint, node.returns, agent, num_generations, credit)
+            for agent, row in enumerate(node.completions):
+                values = completion_values(node.joint, node.returns, agent, len(row), credit)
                 out.extend(Pair(node, agent, w, lo, gap) for w, lo, gap in select_pairs(values, how, limit, min_gap, rng))
     return out

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import feedback
-from comlrl.contracts import Continuation, Messages, Task
 from comlrl.models import resolve_model_path
+from comlrl.tree.contracts import Continuation, Messages, Task
 
 
 class FeedbackBridge:

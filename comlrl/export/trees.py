@@ -1,6 +1,6 @@
 """Turn a run's trees into training data: SFT chat records per trajectory, preference pairs per node.
 
-Works on any `trees.jsonl` the trainer writes (records: comlrl/tree_records.py), whatever the task:
+Works on any `trees.jsonl` the trainer writes (records: comlrl/tree/records.py), whatever the task:
 
     records = load_trees("runs/x/trees.jsonl")
     for traj in trajectories(records):                 # one per leaf joint action (root -> leaf path)
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from comlrl.tree_records import JointActionRecord, Message, NodeRecord, RewardRecord, read_records
+from comlrl.tree.records import JointActionRecord, Message, NodeRecord, RewardRecord, read_records
 
 
 @dataclass(frozen=True)

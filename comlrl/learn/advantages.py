@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from comlrl.tree import Node
+from comlrl.tree.nodes import Node
 
 SCALES = ("group", "none")
 CREDITS = ("mean", "sum")
@@ -48,7 +48,7 @@ def _loo(values: Sequence[float]) -> list[float]:  # leave-one-out: the baseline
     return [v - (total - v) / (n - 1) for v in values]
 
 
-# the one table of estimators (`comlrl.registry.register_estimator` adds to it), in the config's order
+# the one table of estimators (`comlrl.config.registry.register_estimator` adds to it), in the config's order
 ESTIMATORS: dict[str, Estimator] = {
     "mean": Estimator(_mean), "loo": Estimator(_loo), "max": Estimator(_max),
     "none": Estimator(list, centres=False),  # REINFORCE on raw values
@@ -107,16 +107,16 @@ class AdvantageStats:
 
 
 def assign_advantages(
-    roots: Sequence[Node], num_agents: int, num_generations: int, baseline: str, scale: str, eps: float,
-    credit: str = "mean",
+    roots: Sequence[Node], baseline: str, scale: str, eps: float, credit: str = "mean",
 ) -> AdvantageStats:
-    """Fill `node.advantages[agent]` for every node; returns must be backed up first."""
+    """Fill `node.advantages[agent]` for every node; returns must be backed up first. Agents and samples
+    are counted on each node (a turn may sample fewer: the evaluation's chains)."""
     stats = AdvantageStats()
     for root in roots:
         for node in root.walk():
             node.advantages = []
-            for agent in range(num_agents):
-                values = completion_values(node.joint, node.returns, agent, num_generations, credit)
+            for agent, row in enumerate(node.completions):
+                values = completion_values(node.joint, node.returns, agent, len(row), credit)
                 adv = group_advantages(values, baseline, scale, eps)
                 stats.groups += 1
                 stats.skipped += adv is None

@@ -4,7 +4,7 @@ A `Task` holds the data, the agents' roles, their first prompts and the scoring;
 joint action that continues into the next turn's messages (the feedback modes are one, the tool agent's
 tool responses and the actions environment's observations are others); a `Reward` is what scoring one
 joint action returns, whatever the task. Per-path environment state lives on the tree node
-(`comlrl.tree.Node.state`), so no task rebuilds it from text. The trainer calls only what is declared
+(`comlrl.tree.nodes.Node.state`), so no task rebuilds it from text. The trainer calls only what is declared
 here; every optional hook has a default in `Task`.
 """
 
@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from comlrl import role_sections
-from comlrl.tree import Node
+from comlrl.tree import role_sections
+from comlrl.tree.nodes import Node
 
 Messages = list[dict[str, str]]
 
@@ -40,11 +40,11 @@ class Problem:
 class TaskConfig:
     """The `task` config section every task is built from. Beside these keys it holds one options section
     per registered task that declares an `options_type` (`task.<task name>.*`, added by
-    `comlrl.config.run_schema`); `options()` is the chosen task's."""
+    `comlrl.config.schema.run_schema`); `options()` is the chosen task's."""
 
     name: str = "code_collab"  # code_collab | code_coop (N=2) | code_single | tool_agent (N=1) | actions (N=2) | registered
     reward: str = "levels"  # code tasks: levels (docs/rewards.md) | a reward registered by a plugins module
-    reward_funcs: list[str] = field(default_factory=list)  # module:function, TRL-style (comlrl/reward_funcs.py)
+    reward_funcs: list[str] = field(default_factory=list)  # module:function, TRL-style (comlrl/tasks/reward_funcs.py)
     reward_weights: list[float] | None = None  # one per reward function; null = 1 each
 
     def options(self) -> Any:
@@ -116,7 +116,7 @@ class Task(ABC):
     head_messages: int | None = None  # leading messages a history cut keeps (None: system + first user)
     outcome_names: tuple[str, ...] = ()  # the keys of `outcome_counts`
     headline_outcome: tuple[str, str] | None = None  # (label, outcome name) the progress bar shows per step
-    reward_terms: Any = None  # comlrl.reward_funcs.RewardTerms of task.reward_funcs (set by build_task)
+    reward_terms: Any = None  # comlrl.tasks.reward_funcs.RewardTerms of task.reward_funcs (set by build_task)
     options_type: type | None = None  # the dataclass of its options, `task.<name>.*` (None: it has none)
     # one policy may write every role's part in one completion (algorithm.name=centralized): True where the
     # parts only meet in the score, the prompts and the feedback; False where each agent acts on an
@@ -183,7 +183,7 @@ class Task(ABC):
 
     def split_roles(self, text: str) -> list[str]:
         """One part per role of a completion that holds every role's answer in tagged sections
-        (`<agent_0>...</agent_0>`, comlrl/role_sections.py): how a centralized policy's one completion is
+        (`<agent_0>...</agent_0>`, comlrl/tree/role_sections.py): how a centralized policy's one completion is
         scored and fed back per role. Never raises; a role without its section gets ""."""
         return role_sections.split_roles(text, self.num_agents)
 
@@ -217,7 +217,7 @@ class Task(ABC):
 
     def score_joint(self, turns: Sequence[JointTurn]) -> list[tuple[Reward, Any]]:
         """What the trainer calls: `score_turns`, plus the weighted terms of the configured reward
-        functions (task.reward_funcs, comlrl/reward_funcs.py) on every reward."""
+        functions (task.reward_funcs, comlrl/tasks/reward_funcs.py) on every reward."""
         scored = self.score_turns(turns)
         return self.reward_terms.add(self, turns, scored) if self.reward_terms else scored
 

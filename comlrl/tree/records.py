@@ -2,7 +2,7 @@
 
 A line is `NodeRecord.to_json()`; the per-joint-action lists (`joint_actions`, `rewards`, `returns`,
 `reward_details`, `children`) are parallel, and `NodeRecord.actions` gives them as `JointActionRecord`s.
-`reward_details[j]` is a `RewardRecord`: what the `Reward` contract (comlrl/contracts.py) declares about
+`reward_details[j]` is a `RewardRecord`: what the `Reward` contract (comlrl/tree/contracts.py) declares about
 joint action j, minus its total (that is `rewards[j]`) and the scored code (the completions hold it).
 
 Schema versions: 1 is the unmarked line written before this type existed, whose reward details held test
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from comlrl.contracts import Reward
-from comlrl.tree import Node
+from comlrl.tree.contracts import Reward
+from comlrl.tree.nodes import Node
 
 SCHEMA_VERSION = 2
 Message = dict[str, str]

@@ -1,7 +1,7 @@
 """The lines a finished run prints last: what training changed, problem by problem, and how sure that is.
 
 Every figure is a paired before/after over the same problems with the same sampling seed (eval.jsonl,
-written by comlrl/evaluation.py), with its 95% interval (comlrl/paired.py: a paired t over problems; for the
+written by comlrl/run/evaluation.py), with its 95% interval (comlrl/run/paired.py: a paired t over problems; for the
 sampled figures of the trained-on problems, over their chains with the problems fixed). Lines
 whose interval excludes zero come first, so the report leads with what moved; the others say "within
 noise". `write_report` also draws the plots and the last step's tree page from the run's own files.
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from comlrl.paired import METHOD, METHOD_FIXED, PairedDiff, record_difference
+from comlrl.run.paired import METHOD, METHOD_FIXED, PairedDiff, record_difference
 
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
 
@@ -161,7 +161,7 @@ def summary_lines(records: Sequence[dict[str, Any]]) -> list[str]:
 
 def write_report(run_dir: str | Path, last_step: int) -> list[str]:
     """Draw the plots and the last step's tree page into the run folder; return the lines to print."""
-    from comlrl.run_outputs import read_eval_records
+    from comlrl.run.outputs import read_eval_records
     from comlrl.viz import VizError
     from comlrl.viz.metrics_plot import load_runs, plot_runs
     from comlrl.viz.tree_html import render

@@ -1,6 +1,6 @@
 """What a run is built from, once: accelerator, task, sandbox, policies, rollout engine, optimizer, schedule.
 
-`build` is the one place a config becomes live objects; the trainer (`comlrl.trainer`), the evaluation CLI
+`build` is the one place a config becomes live objects; the trainer (`comlrl.run.trainer`), the evaluation CLI
 and the benchmarks start from its `Components`.
 """
 
@@ -11,16 +11,26 @@ import os
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from comlrl.algorithms import Algorithm
-from comlrl.config import RunConfig, validate_threshold
-from comlrl.contracts import Task
-from comlrl.distributed import make_accelerator, uses_deepspeed, uses_zero3
+from comlrl.config.schema import RunConfig, validate_threshold
 from comlrl.errors import ConfigError
-from comlrl.rollout import Rollout
+from comlrl.learn.algorithms import Algorithm
+from comlrl.learn.distributed import make_accelerator, uses_deepspeed, uses_zero3
+from comlrl.learn.learner import Learner
+from comlrl.tree.contracts import Task
+from comlrl.tree.rollout import Rollout
+
+if TYPE_CHECKING:
+    from accelerate import Accelerator
+
+    from comlrl.engines import RolloutEngine
+    from comlrl.learn.preference_file import PreferenceRecord
+    from comlrl.policy import AgentPolicies
+    from comlrl.run.feedback_bridge import FeedbackBridge
+    from sandbox.executor import Sandbox
 
 
 @dataclass
@@ -28,22 +38,26 @@ class Components:
     """Everything a step needs, built once per run."""
 
     cfg: RunConfig
-    accelerator: Any
+    accelerator: Accelerator
     task: Task
-    sandbox: Any
-    policies: Any
-    engine: Any  # comlrl.engines.RolloutEngine: samples the rollouts
+    sandbox: Sandbox
+    policies: AgentPolicies
+    engine: RolloutEngine  # samples the rollouts
     algorithm: Algorithm  # what the trees train: units and loss (algorithm.name)
-    model: Any  # the prepared (DDP / DeepSpeed) module
-    optimizer: Any
-    scheduler: Any
-    feedback: Any
-    train: list
-    eval: list
-    offline_pairs: list = field(default_factory=list)  # algorithm.dpo.offline_pairs: DPO on these, no rollout
+    learner: Learner | None  # the trained side (None when built to evaluate only)
+    feedback: FeedbackBridge
+    train: list[Any]  # the task's problems
+    eval: list[Any]
+    offline_pairs: list[PreferenceRecord] = field(default_factory=list)  # algorithm.dpo.offline_pairs: DPO on these
     counters: dict[str, float] = field(default_factory=dict)
     # what the run is doing now ("rollout turn 1/2: generating", "update"): the trainer shows it
     phase: Callable[[str], None] = field(default=lambda text: None)
+
+    def trained(self) -> Learner:
+        """The learner of a run built for training (`build(for_training=True)`)."""
+        if self.learner is None:
+            raise RuntimeError("these components were built to evaluate only: no learner")
+        return self.learner
 
     def rollout(self, problems: list, *, greedy: bool = False, label: str = "rollout") -> Rollout:
         """A rollout of `problems` by this run's engine, task and next-turn transition."""
@@ -81,11 +95,11 @@ def sandbox_workers() -> int:
 
 
 def build(cfg: RunConfig, for_training: bool = True, log_with: list[Any] | None = None) -> Components:
+    from comlrl.config.registry import ALGORITHMS
     from comlrl.engines import build_engine
-    from comlrl.feedback_bridge import FeedbackBridge
+    from comlrl.learn.preference_file import read_pairs
     from comlrl.policy import AgentPolicies
-    from comlrl.preference_file import read_pairs
-    from comlrl.registry import ALGORITHMS
+    from comlrl.run.feedback_bridge import FeedbackBridge
     from comlrl.tasks import build_task
     from sandbox.executor import Sandbox
 
@@ -112,7 +126,7 @@ def build(cfg: RunConfig, for_training: bool = True, log_with: list[Any] | None 
     if algorithm.critic:
         policies.module.attach_value_heads()
     engine = build_engine(cfg.rollout, policies, cfg.training.seed)
-    model = optimizer = scheduler = None
+    learner = None
     if for_training:
         optimizer = torch.optim.AdamW(param_groups(cfg, policies), lr=cfg.magrpo.learning_rate,
                                       weight_decay=cfg.magrpo.weight_decay)
@@ -131,9 +145,11 @@ def build(cfg: RunConfig, for_training: bool = True, log_with: list[Any] | None 
                     "or vllm_server (the hf engine generates on the partitioned parameters, which keeps no ranks "
                     f"in step); rollout.engine={cfg.rollout.engine} gave the hf engine")
         engine.weights_changed()  # the prepared weights (ZeRO-3: gathered for the engine here, on every rank)
+        learner = Learner(acc, policies, model, optimizer, scheduler, engine,
+                          micro_batch_size=cfg.magrpo.loss.micro_batch_size, max_grad_norm=cfg.magrpo.max_grad_norm)
     offline = read_pairs(cfg.algorithm.dpo.offline_pairs, cfg.magrpo.num_agents) if cfg.algorithm.dpo.offline_pairs else []
-    return Components(cfg, acc, task, sandbox, policies, engine, algorithm, model, optimizer, scheduler, feedback,
-                      train, evalset, offline_pairs=offline)
+    return Components(cfg, acc, task, sandbox, policies, engine, algorithm, learner, feedback, train, evalset,
+                      offline_pairs=offline)
 
 
 def param_groups(cfg: RunConfig, policies: Any) -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""What a training run promises around `comlrl.trainer.run`, whatever its loop looks like.
+"""What a training run promises around `comlrl.run.trainer.run`, whatever its loop looks like.
 
 * A resume with nothing to do says so and changes nothing; one that asks for fewer steps than its checkpoint
   holds is refused (a run is not cut back). Both before anything loads.
@@ -27,14 +27,14 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
-from comlrl.checkpoint import checkpoint_step, latest_checkpoint
-from comlrl.config import ConfigError, RunConfig
+from comlrl.config.schema import ConfigError, RunConfig
 from comlrl.console import launcher_rank, plural
 from comlrl.errors import RunStopped
-from comlrl.run_outputs import RUN_OUTPUTS
+from comlrl.run.checkpoint import checkpoint_step, latest_checkpoint
+from comlrl.run.outputs import OUTPUTS
 
 INTERRUPTED = 130  # 128 + SIGINT: what a shell reports for a command stopped by Ctrl-C
-WRITTEN = (*RUN_OUTPUTS, "config.yaml", "plots")  # top-level names a run writes (plus tree_step<k>.html)
+WRITTEN = tuple(OUTPUTS.values())  # top-level names a run writes (plus tree_step<k>.html)
 
 
 class Interrupted(Exception):

@@ -2,7 +2,7 @@
 
 Every rank builds the same shape of sums whatever its trees hold (a turn without nodes still has its zeros),
 so a reduction over ranks adds them position by position (`Sums.reduced`); means are taken once, after it.
-Pure: no torch, no models; the reduction itself is passed in (`comlrl.distributed.sum_over_ranks`).
+Pure: no torch, no models; the reduction itself is passed in (`comlrl.learn.distributed.sum_over_ranks`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypeVar
 
-from comlrl.tree import Node
+from comlrl.tree.nodes import Node
 
 S = TypeVar("S", bound="Sums")
 NAN = float("nan")
@@ -139,7 +139,7 @@ class StepSums(Sums):
     adv_groups_skipped: float = 0.0  # sibling groups without signal (all returns tied)
     samples: float = 0.0  # completions the update trained on
     loss: float = 0.0
-    engine_abs_gap: float = 0.0  # token sums of |log p engine - log p trainer| (comlrl.loss.logprob_gap)
+    engine_abs_gap: float = 0.0  # token sums of |log p engine - log p trainer| (comlrl.learn.loss.logprob_gap)
     engine_kl: float = 0.0
     engine_tokens: float = 0.0
     vs_start: float = 0.0  # over trees with a start reward: turn-1 reward minus the untrained policy's

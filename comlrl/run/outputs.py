@@ -1,4 +1,4 @@
-"""What a run writes to `training.output_dir`: metrics.jsonl, trees.jsonl (comlrl/tree_records.py), and through accelerate's trackers
+"""What a run writes to `training.output_dir`: metrics.jsonl, trees.jsonl (comlrl/tree/records.py), and through accelerate's trackers
 TensorBoard events (`tensorboard/`) and, optionally, a W&B run (`wandb/`).
 
 Only rank 0 constructs a writer. Files are appended line by line and flushed, so a crash loses at most
@@ -19,11 +19,15 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from comlrl.config import ConfigError, RunConfig, to_yaml
-from comlrl.tree_records import NodeRecord
+from comlrl.config.schema import ConfigError, RunConfig, to_yaml
+from comlrl.tree.records import NodeRecord
 
-# what a run leaves in its output_dir; config.yaml alone (a run that failed at start-up) is no run data
-RUN_OUTPUTS = ("metrics.jsonl", "trees.jsonl", "eval.jsonl", "tensorboard", "wandb", "checkpoints", "final")
+# every top-level name a run writes in its output_dir, by name (plus tree_step<k>.html pages): the one list
+OUTPUTS = {"config": "config.yaml", "metrics": "metrics.jsonl", "trees": "trees.jsonl", "eval": "eval.jsonl",
+           "dataset": "dataset.jsonl", "tensorboard": "tensorboard", "wandb": "wandb", "checkpoints": "checkpoints",
+           "final": "final", "plots": "plots"}
+# what makes a folder hold a run: config.yaml or dataset.jsonl alone (a run that failed at start-up) is no run data
+RUN_OUTPUTS = tuple(OUTPUTS[k] for k in ("metrics", "trees", "eval", "tensorboard", "wandb", "checkpoints", "final"))
 
 
 def _clean(value: Any) -> Any:
@@ -194,7 +198,7 @@ class RunWriter:
                 f.write(r.to_line())
 
     def write_evals(self, records: list[dict[str, Any]]) -> None:
-        """Per-problem evaluation scores (comlrl/evaluation.py), one JSON line each."""
+        """Per-problem evaluation scores (comlrl/run/evaluation.py), one JSON line each."""
         with self.evals_path.open("a") as f:
             for r in records:
                 f.write(json.dumps({k: _clean(v) for k, v in r.items()}) + "\n")

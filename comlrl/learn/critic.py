@@ -7,11 +7,11 @@ from the tree's backed-up returns, as TD(lambda) returns across turns:
     G_j = r_j                                                           (j has no child node)
     G_j = r_j + discount * ((1 - lambda) * V(child_j) + lambda * mean_k G_k)   (over the child's joint actions)
 
-With lambda = 1 this is the backed-up return of `comlrl.tree.backup_returns` (Monte Carlo, the critic
+With lambda = 1 this is the backed-up return of `comlrl.tree.nodes.backup_returns` (Monte Carlo, the critic
 is only a baseline); with lambda = 0 the child contributes its value alone (TD(0)); between the two it is
 GAE's target on the tree, where the next state's "future" is the mean over the child's joint actions.
 A completion's target is the mean target of the joint actions containing it (as its value is in
-`comlrl.advantages.completion_values`), and its advantage is target - V(state), the state's value taken
+`comlrl.learn.advantages.completion_values`), and its advantage is target - V(state), the state's value taken
 before the update.
 """
 
@@ -20,8 +20,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from comlrl.advantages import completion_values
-from comlrl.tree import Node
+from comlrl.learn.advantages import completion_values
+from comlrl.tree.nodes import Node
 
 
 def lambda_returns(node: Node, value_of: Callable[[Node], float], discount: float, lam: float) -> dict[str, list[float]]:
@@ -47,10 +47,9 @@ def lambda_returns(node: Node, value_of: Callable[[Node], float], discount: floa
     return out
 
 
-def completion_targets(node: Node, targets: Sequence[float], agent: int, num_generations: int,
-                       credit: str = "mean") -> list[float]:
+def completion_targets(node: Node, targets: Sequence[float], agent: int, credit: str = "mean") -> list[float]:
     """Each of `agent`'s completions at `node`: the mean (or sum) target of the joint actions containing it."""
-    return completion_values(node.joint, list(targets), agent, num_generations, credit)
+    return completion_values(node.joint, list(targets), agent, len(node.completions[agent]), credit)
 
 
 def whiten(values: Sequence[float], eps: float = 1e-6) -> list[float]:

@@ -5,7 +5,7 @@ divided by the normaliser of the WHOLE step (token count or sequence count), so 
 gradients gives exactly the full-batch `token_mean`, `seq_mean` or `seq_sum` gradient.
 
 How a step's token losses are aggregated is a `LossRule` in the `LOSSES` table
-(`comlrl.registry.register_loss` adds to it; `magrpo.loss.aggregation` chooses). The functions work on the
+(`comlrl.config.registry.register_loss` adds to it; `magrpo.loss.aggregation` chooses). The functions work on the
 tensors they are given, so importing this module loads no torch (the config reads `LOSSES` at load time).
 """
 
@@ -48,7 +48,7 @@ def _sequences(lengths: Sequence[int]) -> float:
     return float(max(1, len(lengths)))
 
 
-# the one table of losses (`comlrl.registry.register_loss` adds to it), in the config's order:
+# the one table of losses (`comlrl.config.registry.register_loss` adds to it), in the config's order:
 # token_mean: masked token losses / tokens in the whole step; seq_mean: each sequence's mean token loss /
 # sequences in the step; seq_sum: each sequence's summed token loss / sequences (CoMLRL's per-sequence
 # summed log-prob loss, where a long completion weighs more)

@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-from comlrl.contracts import Continuation, JointTurn, Task, Transition
-from comlrl.tree import Node, joint_actions, should_terminate
+from comlrl.tree.contracts import Continuation, JointTurn, Task, Transition
+from comlrl.tree.nodes import Node, joint_actions, should_terminate
 
 Messages = list[dict]
 

@@ -1,0 +1,1 @@
+"""The learner and the algorithms: advantages, critic, preference pairs, losses and the update."""

@@ -1,0 +1,127 @@
+"""The trained side of a run, typed: the agents' weights, the prepared module, the optimizer and its schedule
+under one accelerator, and the few operations the update needs of them.
+
+The update (`comlrl.learn.update`) and the algorithms see only this: log-probs (of the trained, the
+reference or the value-headed policy), one micro-step's backward under the right gradient-sync rules for
+DDP and DeepSpeed, and one optimizer step. `comlrl.run.components.build` makes it once per run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+
+from comlrl.learn.distributed import max_over_ranks, uses_deepspeed, uses_zero3
+from comlrl.tree.nodes import Node
+
+if TYPE_CHECKING:
+    from accelerate import Accelerator
+
+    from comlrl.engines import RolloutEngine
+    from comlrl.policy import AgentPolicies
+    from comlrl.policy.packing import Sample
+
+
+@dataclass
+class Learner:
+    """The agents' trainable weights and what steps them."""
+
+    accelerator: Accelerator
+    policies: AgentPolicies
+    model: torch.nn.Module  # policies.module as prepared by accelerate (DDP) or DeepSpeed
+    optimizer: torch.optim.Optimizer  # under DeepSpeed: its wrapper, stepped by the engine
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    engine: RolloutEngine  # told when the weights change, so it never samples the old ones
+    micro_batch_size: int  # magrpo.loss.micro_batch_size: completions per forward
+    max_grad_norm: float  # magrpo.max_grad_norm (DeepSpeed: its gradient_clipping, set at build)
+
+    @property
+    def deepspeed(self) -> bool:
+        return uses_deepspeed(self.accelerator)
+
+    @property
+    def zero3(self) -> bool:
+        return uses_zero3(self.accelerator)
+
+    def trainable(self) -> list[torch.nn.Parameter]:
+        return list(self.policies.trainable_parameters())
+
+    def logprobs(self, samples: Sequence[Sample], reference: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per completion token: log-prob under the trained (or, `reference`, the adapter-free) policy, and
+        the mask of real completion tokens."""
+        return self.policies.token_logprobs(list(samples), module=self.model, reference=reference)
+
+    def logprobs_and_values(self, samples: Sequence[Sample]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """As `logprobs`, and each sample's value head output at its prompt's end."""
+        return self.policies.logprobs_and_values(list(samples), module=self.model)
+
+    @torch.no_grad()
+    def state_values(self, nodes: list[Node]) -> dict[str, list[float]]:
+        """Each node's value head outputs, one per agent, at the state the agent acts in (its prompt's end),
+        before the update: one sample per (node, agent) carries the prompt, in micro-batches. Every rank runs
+        the same number of forwards (ZeRO-3 gathers parameters in each)."""
+        rows = [(node.id, a, node.completions[a][0]) for node in nodes for a in range(len(node.completions))]
+        out: dict[str, list[float]] = {node.id: [0.0] * len(node.completions) for node in nodes}
+        size = self.micro_batch_size
+        chunks = [rows[i:i + size] for i in range(0, len(rows), size)]
+        for i in range(max_over_ranks(self.accelerator, max(1, len(chunks)))):
+            chunk = chunks[i] if i < len(chunks) else rows[:1]
+            if not chunk:
+                continue  # no nodes on any rank's first chunk: nothing to gather for
+            _, _, values = self.policies.logprobs_and_values([s for _, _, s in chunk])
+            for (node_id, a, _), v in zip(chunk, values.tolist(), strict=True) if i < len(chunks) else ():
+                out[node_id][a] = float(v)
+        return out
+
+    @contextmanager
+    def accumulating(self, last: bool) -> Iterator[None]:
+        """One micro-batch's forward and backward: gradients sync across ranks only on the step's last one
+        (DeepSpeed: its accumulation boundary; DDP: `no_sync` before it)."""
+        if self.deepspeed:
+            self.model.set_gradient_accumulation_boundary(last)  # type: ignore[operator]
+        acc = self.accelerator
+        sync = last or self.deepspeed or acc.num_processes == 1
+        with nullcontext() if sync else acc.no_sync(self.model):
+            yield
+
+    def backward(self, loss: torch.Tensor) -> None:
+        """Backward of one micro-batch's loss. A zero term touches every trainable tensor so all ranks reduce
+        the same gradients (ZeRO-3 holds only partitions outside forward and zero-fills unused ones itself)."""
+        if not self.zero3:
+            loss = loss + 0.0 * sum(p.sum() for p in self.trainable())
+        if self.deepspeed:  # accelerate's backward would step the engine after every micro-batch
+            self.model.backward(loss)  # type: ignore[operator]
+        else:
+            self.accelerator.backward(loss)
+
+    def optimizer_step(self) -> float:
+        """Clip, step and zero the gradients; the gradient norm before clipping (nan when unknown)."""
+        if self.deepspeed:  # clips (gradient_clipping), steps and zeroes
+            self.model.step()  # type: ignore[operator]
+            norm = self.model.get_global_grad_norm()  # type: ignore[operator]
+        else:
+            norm = self.accelerator.clip_grad_norm_(self.trainable(), self.max_grad_norm)
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+        return float(norm) if norm is not None else float("nan")
+
+    def end_step(self) -> float:
+        """After a step's last optimizer step: advance the schedule, tell the engine; the step's learning rate."""
+        self.scheduler.step()
+        self.engine.weights_changed()
+        return float(self.scheduler.get_last_lr()[0])
+
+    def weights_spread(self) -> float:
+        """Max minus min over ranks of a checksum of the trainable weights: 0 when data parallel is in sync."""
+        acc, params = self.accelerator, self.trainable()
+        with torch.no_grad():
+            checksum = sum(p.detach().double().sum() for p in params) if params else torch.zeros(())
+            checksum = checksum.reshape(1).to(acc.device)
+        if acc.num_processes == 1:
+            return 0.0
+        every = acc.gather(checksum)
+        return float(every.max() - every.min())

@@ -1,0 +1,186 @@
+"""One update: the trees become one optimizer step of every agent, by the run's algorithm
+(`comlrl.learn.algorithms`: which completions train, with which numbers, under which loss).
+
+Micro-batches of the algorithm's units run forward and backward under accelerate (DDP) or a
+DeepSpeed engine (`comlrl.learn.learner.Learner`); every rank runs the same number of micro-batches (zero-weight ones where it has fewer), so
+collective operations line up. Optional: PPO ratio clip over several epochs, KL to the reference policy,
+truncated importance weights against the rollout engine's log-probs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from comlrl.learn.advantages import AdvantageStats
+from comlrl.learn.algorithms import MicroBatch, StepSize, Unit
+from comlrl.learn.distributed import max_over_ranks
+from comlrl.learn.learner import Learner
+from comlrl.learn.loss import logprob_gap, step_normaliser, truncated_is_weights
+from comlrl.tree.nodes import Node
+
+if TYPE_CHECKING:
+    from comlrl.config.schema import LossConfig, RunConfig
+    from comlrl.learn.algorithms import Algorithm
+
+
+@dataclass(frozen=True)
+class UpdateStats:
+    """What one update did, on this rank."""
+
+    loss: float  # the step's loss (mean over inner epochs)
+    grad_norm: float
+    samples: float  # completions trained on (those of the algorithm's units)
+    lr: float
+    weights_rank_spread: float  # 0 when data-parallel ranks hold the same weights
+    engine_abs_gap: float = 0.0  # token sums of the rollout engine's log-prob gap (comlrl.learn.loss.logprob_gap)
+    engine_kl: float = 0.0
+    engine_tokens: float = 0.0
+    groups: AdvantageStats = field(default_factory=AdvantageStats)  # sibling groups with / without a signal
+    metrics: dict[str, float] = field(default_factory=dict)  # the algorithm's sums: `<name>` and `<name>/n`
+
+
+def micro_batches(units: list[Unit], size: int) -> list[list[Unit]]:
+    """Consecutive units, at most `size` completions per micro-batch (a unit is never split; a unit larger
+    than `size` gets a micro-batch of its own)."""
+    out: list[list[Unit]] = []
+    held = 0
+    for u in units:
+        if out and held + len(u.samples) <= size:
+            out[-1].append(u)
+            held += len(u.samples)
+        else:
+            out.append([u])
+            held = len(u.samples)
+    return out
+
+
+def train_on_trees(learner: Learner, algorithm: Algorithm, cfg: RunConfig, roots: list[Node]) -> UpdateStats:
+    """Turn the trees into one optimizer step (all agents at once), by the run's algorithm."""
+    units, groups = algorithm.units(roots, cfg, learner.state_values if algorithm.critic else None)
+    return train_units(learner, algorithm, cfg, units, groups, spare=_any_sample(roots))
+
+
+@dataclass
+class _Tally:
+    """What the micro-steps of one update add up (this rank)."""
+
+    loss: float = 0.0
+    gap: dict[str, float] = field(default_factory=lambda: {"abs_gap_sum": 0.0, "kl_sum": 0.0, "tokens": 0.0})
+    sums: dict[str, float] = field(default_factory=dict)  # the algorithm's metric sums and counts
+
+
+def step_size(units: list[Unit], aggregation: str) -> StepSize:
+    """The step's normalisers: its tokens, sequences and units, and the policy loss's (`aggregation`)."""
+    samples = [s for u in units for s in u.samples]
+    lengths = [max(1, len(s.completion_ids)) for s in samples]
+    return StepSize(tokens=float(max(1, sum(lengths))), sequences=float(max(1, len(samples))),
+                    units=float(max(1, len(units))), policy=step_normaliser(lengths, aggregation))
+
+
+def reference_logprobs(learner: Learner, algorithm: Algorithm, lc: LossConfig,
+                       micro: list[list[Unit]]) -> tuple[list[torch.Tensor] | None, list[torch.Tensor] | None]:
+    """(old, ref) per micro-batch, before any weight moves: the rollout policy's log-probs when PPO clips over
+    several epochs, the reference policy's when the loss or the KL term reads them (None otherwise)."""
+    old = ref = None
+    if algorithm.on_policy and lc.clip_eps is not None and lc.inner_epochs > 1:
+        with torch.no_grad():
+            old = [learner.logprobs(_samples(b))[0].detach() for b in micro]
+    if algorithm.needs_reference or lc.kl_coef > 0:
+        ref = [learner.logprobs(_samples(b), reference=True)[0].detach() for b in micro]
+    return old, ref
+
+
+def engine_logprobs(batch: list[Unit], like: torch.Tensor) -> torch.Tensor | None:
+    """The rollout engine's log-probs of the batch's tokens, or None when the trainer sampled them."""
+    rows = _samples(batch)
+    if any(s.logprobs is None for s in rows):
+        return None
+    out = torch.zeros_like(like)
+    for row, s in enumerate(rows):
+        n = min(len(s.logprobs), out.shape[1])
+        out[row, :n] = torch.tensor(s.logprobs[:n], dtype=out.dtype)
+    return out
+
+
+def micro_step(learner: Learner, algorithm: Algorithm, cfg: RunConfig, batch: list[Unit], step: StepSize,
+               old: torch.Tensor | None, ref: torch.Tensor | None, tally: _Tally, first_epoch: bool) -> torch.Tensor:
+    """One real micro-batch's loss (not yet backward): forward, the engine's log-prob gap and importance
+    weights when it sampled, the algorithm's loss; its metric sums go to `tally` in the first epoch."""
+    samples = _samples(batch)
+    if algorithm.critic:
+        logps, mask, values = learner.logprobs_and_values(samples)
+    else:
+        (logps, mask), values = learner.logprobs(samples), None
+    is_w = None
+    behaviour = engine_logprobs(batch, logps) if algorithm.on_policy else None
+    if behaviour is not None:
+        train_lp = old if old is not None else logps.detach()
+        if first_epoch:
+            for k, v in logprob_gap(train_lp, behaviour, mask).items():
+                tally.gap[k] += v
+        if cfg.rollout.is_cap is not None:
+            is_w = truncated_is_weights(train_lp, behaviour, mask, cfg.rollout.is_cap)
+    loss, stats = algorithm.loss(MicroBatch(cfg, batch, logps, mask, step, ref_logps=ref, old_logps=old,
+                                            is_weights=is_w, values=values))
+    if first_epoch:
+        for name, (total, count) in stats.items():
+            tally.sums[name] += total
+            tally.sums[f"{name}/n"] += count
+    return loss
+
+
+def idle_step(learner: Learner, algorithm: Algorithm, batch: list[Unit]) -> torch.Tensor:
+    """A zero-weight loss on a spare sample, for a rank with fewer micro-batches: collectives line up."""
+    if algorithm.critic:
+        logps, mask, values = learner.logprobs_and_values(_samples(batch))
+        return (logps * mask).sum() * 0.0 + values.sum() * 0.0
+    logps, mask = learner.logprobs(_samples(batch))
+    return (logps * mask).sum() * 0.0
+
+
+def train_units(learner: Learner, algorithm: Algorithm, cfg: RunConfig, units: list[Unit], groups: AdvantageStats,
+                spare: Any) -> UpdateStats:
+    """One optimizer step on the algorithm's units; `spare` is a sample the zero-weight micro-batches of a
+    rank without units run on (every rank runs the same number)."""
+    lc = cfg.magrpo.loss
+    samples = _samples(units)
+    step = step_size(units, lc.aggregation)
+    micro = micro_batches(units, lc.micro_batch_size)
+    n_micro = max_over_ranks(learner.accelerator, max(1, len(micro)))
+    spare_batch = [Unit((samples[0] if samples else spare,))]
+    old, ref = reference_logprobs(learner, algorithm, lc, micro)
+    tally = _Tally(sums={k: 0.0 for name in algorithm.metrics for k in (name, f"{name}/n")})
+    learner.model.train()
+    grad_norm = float("nan")
+    for epoch in range(lc.inner_epochs):
+        for i in range(n_micro):
+            with learner.accumulating(last=i == n_micro - 1):
+                if i < len(micro):
+                    loss = micro_step(learner, algorithm, cfg, micro[i], step, old[i] if old is not None else None,
+                                      ref[i] if ref is not None else None, tally, first_epoch=epoch == 0)
+                else:
+                    loss = idle_step(learner, algorithm, spare_batch)
+                learner.backward(loss)
+            tally.loss += float(loss.detach())
+        grad_norm = learner.optimizer_step()
+    lr = learner.end_step()
+    return UpdateStats(loss=tally.loss / lc.inner_epochs, grad_norm=grad_norm, samples=float(len(samples)),
+                       lr=lr, weights_rank_spread=learner.weights_spread(), engine_abs_gap=tally.gap["abs_gap_sum"],
+                       engine_kl=tally.gap["kl_sum"], engine_tokens=tally.gap["tokens"], groups=groups,
+                       metrics=tally.sums)
+
+
+def _samples(units: list[Unit]) -> list[Any]:
+    return [s for u in units for s in u.samples]
+
+
+def _any_sample(roots: list[Node]) -> Any:
+    for root in roots:
+        for node in root.walk():
+            for row in node.completions:
+                if row:
+                    return row[0]
+    return None  # no completion at all: only needed (and then an error) where a rank has no unit either
