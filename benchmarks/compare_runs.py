@@ -2,7 +2,8 @@
 trees.jsonl and eval.jsonl line by line. Exit status 0 when identical, 1 with the first differences.
 
     python benchmarks/compare_runs.py BEFORE_DIR AFTER_DIR          # one run directory each
-    python benchmarks/compare_runs.py BEFORE_ROOT AFTER_ROOT --all   # every run under benchmarks/behaviour_runs.sh's output
+    python benchmarks/compare_runs.py BEFORE_ROOT AFTER_ROOT --all   # every run under the output of
+                                                                     # benchmarks/behaviour_runs.sh
 """
 
 from __future__ import annotations

@@ -37,7 +37,8 @@ def main() -> None:
         details = [d for root in roots for d in root.details]
         counts = [comp.task.outcome_counts(d) for d in details]
         print(f"{len(details)} joint actions in {time.perf_counter() - t0:.0f} s: "
-              f"called {sum(c['helper_called'] for c in counts):.0f}, used {sum(c['helper_used'] for c in counts):.0f}, "
+              f"called {sum(c['helper_called'] for c in counts):.0f}, "
+              f"used {sum(c['helper_used'] for c in counts):.0f}, "
               f"passed {sum(d.all_passed for d in details)}, "
               f"passed_with_helper {sum(c['passed_with_helper'] for c in counts):.0f}")
     finally:

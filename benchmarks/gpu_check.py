@@ -124,7 +124,8 @@ def child(stage: str, model_dir: str, dtype: str, steps: int, warmup: int, trees
     out: dict = {"stage": stage, "device": str(comp.accelerator.device),
                  "distributed_type": str(comp.accelerator.distributed_type),
                  "gradient_checkpointing": cfg.model.gradient_checkpointing,
-                 "micro_batch_size": cfg.magrpo.loss.micro_batch_size, "build_seconds": round(time.perf_counter() - t0, 1)}
+                 "micro_batch_size": cfg.magrpo.loss.micro_batch_size,
+                 "build_seconds": round(time.perf_counter() - t0, 1)}
     cuda = torch.cuda.is_available()
     if cuda:
         out["memory_after_build_gib"] = round(torch.cuda.memory_allocated() / 2**30, 2)
@@ -142,7 +143,8 @@ def child(stage: str, model_dir: str, dtype: str, steps: int, warmup: int, trees
     samples = sum(s["samples"] for s in timed)
     out.update(steps=steps_out, timed_steps=len(timed), trained_completions=int(samples),
                seconds_per_trained_completion=round(sum(s["step_seconds"] for s in timed) / max(samples, 1), 4),
-               gen_tokens_per_s=round(sum(s["gen_tokens"] for s in timed) / max(sum(s["gen_seconds"] for s in timed), 1e-9), 1),
+               gen_tokens_per_s=round(sum(s["gen_tokens"] for s in timed)
+                                      / max(sum(s["gen_seconds"] for s in timed), 1e-9), 1),
                update_seconds_per_completion=round(sum(s["update_seconds"] for s in timed) / max(samples, 1), 4))
     if cuda:
         out["peak_gpu_memory_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
@@ -153,7 +155,8 @@ def child(stage: str, model_dir: str, dtype: str, steps: int, warmup: int, trees
 
 def run_stage(stage: str, args, model_dir: Path) -> dict:
     script = [str(Path(__file__).resolve()), "--child", stage, "--model-dir", str(model_dir), "--dtype", args.dtype,
-              "--steps", str(args.steps), "--warmup", str(args.warmup), "--trees", str(args.trees), "--new-tokens", str(args.new_tokens), *args.overrides]
+              "--steps", str(args.steps), "--warmup", str(args.warmup), "--trees", str(args.trees),
+              "--new-tokens", str(args.new_tokens), *args.overrides]
     if STAGES[stage][1]:
         cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
                str(ROOT / "configs" / "accelerate" / "deepspeed_zero2.yaml"), "--num_processes", "1", *script]
@@ -182,9 +185,11 @@ def main() -> None:
     ap.add_argument("--stages", default=",".join(STAGES), help="comma-separated, of " + ", ".join(STAGES))
     ap.add_argument("--stage-timeout", type=int, default=900)
     ap.add_argument("--work", default=None, help="where the random model is saved (default: a temp dir)")
-    ap.add_argument("--quick", action="store_true", help="tiny architecture in float32 (CPU): 1 step, no warm-up, 1 tree, 8 tokens")
+    ap.add_argument("--quick", action="store_true",
+                    help="tiny architecture in float32 (CPU): 1 step, no warm-up, 1 tree, 8 tokens")
     ap.add_argument("--out", default=None)
-    ap.add_argument("overrides", nargs="*", help="config overrides for every stage, e.g. magrpo.loss.micro_batch_size=16")
+    ap.add_argument("overrides", nargs="*",
+                    help="config overrides for every stage, e.g. magrpo.loss.micro_batch_size=16")
     ap.add_argument("--child", choices=sorted(STAGES), help=argparse.SUPPRESS)
     ap.add_argument("--model-dir", help=argparse.SUPPRESS)
     args = ap.parse_args()

@@ -97,7 +97,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="tiny-random, 1 round, 8 tokens")
     ap.add_argument("--child", choices=("lora", "full"), help=argparse.SUPPRESS)
     ap.add_argument("--out", default=None)
-    ap.add_argument("overrides", nargs="*", help="config overrides for both modes, e.g. model.gradient_checkpointing=true")
+    ap.add_argument("overrides", nargs="*",
+                    help="config overrides for both modes, e.g. model.gradient_checkpointing=true")
     args = ap.parse_args()
     if args.child:
         child(args.child, args.model, args.length, args.threads, args.overrides)

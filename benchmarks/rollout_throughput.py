@@ -11,7 +11,8 @@ the CPU time of this process (one torch thread: its wall-clock time on an idle c
 spent waiting for the sandbox, which scores in its own processes: on a shared machine this is stable
 where the wall clock swings with the load. Wall-clock rates are reported next to it.
 
-    python benchmarks/rollout_throughput.py [--rounds 3] [--budget-min 9.5] [--max-new-tokens 32] [--cross-max-new-tokens 16]
+    python benchmarks/rollout_throughput.py [--rounds 3] [--budget-min 9.5] [--max-new-tokens 32]
+                                            [--cross-max-new-tokens 16]
     python benchmarks/rollout_throughput.py --quick      # tiny-random smoke run (seconds)
 
 Writes benchmarks/results/rollout_throughput.json (`--quick`: rollout_throughput_quick.json).
@@ -199,7 +200,8 @@ def main() -> None:
            "total_s": round(time.perf_counter() - t_start, 1), "total_cpu_s": round(time.process_time(), 1)}
     write("rollout_throughput_quick" if args.quick and not args.out else "rollout_throughput", out, args.out)
     summary = ", ".join(f"{name} {rec['median_token_ratio']:.2f}x tokens/s and {rec['median_joint_action_ratio']:.2f}x "
-                        f"joint actions/s over {rec['rounds']} round(s) (wall clock {rec['median_wall_token_ratio']:.2f}x)"
+                        f"joint actions/s over {rec['rounds']} round(s) "
+                        f"(wall clock {rec['median_wall_token_ratio']:.2f}x)"
                         for name, rec in results.items())
     print(f"level-synchronous vs per-node depth-first rollout (median of alternating rounds): "
           f"{summary}; target >= 3x")

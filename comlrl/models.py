@@ -273,6 +273,7 @@ def load_model(path: str, dtype: str = "float32"):
     from transformers import AutoModelForCausalLM
 
     try:
-        return AutoModelForCausalLM.from_pretrained(path, dtype={"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype])
+        return AutoModelForCausalLM.from_pretrained(path, dtype={"float32": torch.float32,
+                                                                 "bfloat16": torch.bfloat16}[dtype])
     except Exception as exc:
         raise _fail(path, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc

@@ -1,8 +1,9 @@
 """`build_next_messages`: a batch of joint actions in, next-turn chat messages per agent out.
 
-Modes are looked up in `MODES` (name -> pure builder; `comlrl.config.registry.register_transition` adds to it). `expert_edits` first asks the expert about
-every joint action of the batch at once (concurrently, de-duplicated, cached), then renders; a joint
-action whose expert request failed is rendered by `external.expert_fallback` and counted.
+Modes are looked up in `MODES` (name -> pure builder; `comlrl.config.registry.register_transition` adds
+to it). `expert_edits` first asks the expert about every joint action of the batch at once (concurrently,
+de-duplicated, cached), then renders; a joint action whose expert request failed is rendered by
+`external.expert_fallback` and counted.
 """
 
 from __future__ import annotations

@@ -81,7 +81,8 @@ class FeedbackContext:
             if len(value) != n:
                 raise ValueError(f"FeedbackContext.{name} has {len(value)} entries for {n} agents")
         if self.initial_messages and len(self.initial_messages) != n:
-            raise ValueError(f"FeedbackContext.initial_messages has {len(self.initial_messages)} entries for {n} agents")
+            raise ValueError(f"FeedbackContext.initial_messages has {len(self.initial_messages)} entries "
+                             f"for {n} agents")
         if self.agent_problems is not None and len(self.agent_problems) != n:
             raise ValueError(f"FeedbackContext.agent_problems has {len(self.agent_problems)} entries for {n} agents")
         if any(len(h) == 0 for h in self.history):
@@ -116,7 +117,7 @@ class FeedbackOptions:
     """Rendering switches from `external.*` plus caps that keep prompts inside the token budget."""
 
     sandbox_slice: int | str | None = 1
-    sandbox_slice_of: str = "tests"  # tests: the slice of all eval asserts, with outcomes | failing: of the failing ones
+    sandbox_slice_of: str = "tests"  # tests: the slice of all eval asserts, with outcomes | failing: of failing ones
     passed_context: str = "minimal"  # passed / level_passed: minimal (own latest code) | full (as level_feedback)
     include_original_prompt: bool = True
     include_history: bool = True

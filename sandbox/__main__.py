@@ -89,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--slice", type=_slice_arg, default=None,
                      help="1 = first assert, n > 0 first n, n < 0 last |n|, 0 or 'all' = all (default all)")
     run.add_argument("--json", action="store_true", help="print the result as JSON")
-    run.add_argument("--timeout", type=float, default=5.0, help="CPU seconds for the whole run (default 5; the wall clock ends it at 5x that)")
+    run.add_argument("--timeout", type=float, default=5.0,
+                     help="CPU seconds for the whole run (default 5; the wall clock ends it at 5x that)")
     run.add_argument("--memory-mb", type=int, default=512)
     run.add_argument("--isolation", default="auto", choices=("auto", *LEVELS))
     run.set_defaults(func=_run)

@@ -1,8 +1,8 @@
 """Run untrusted solutions against parsed tests in a pool of isolated worker processes.
 
 Each worker is a fresh interpreter (never a fork of the trainer, which may hold a 500 MB model) started
-once, inside bubblewrap when available (`sandbox.isolation`); it forks a judge and a candidate per run (see `_worker.py`).
-The parent only moves bytes: code and tests in, a verdict decided by the judge out.
+once, inside bubblewrap when available (`sandbox.isolation`); it forks a judge and a candidate per run
+(see `_worker.py`). The parent only moves bytes: code and tests in, a verdict decided by the judge out.
 """
 
 from __future__ import annotations

@@ -52,7 +52,8 @@ def examples() -> str:
     text = (ROOT / "docs" / "architecture.md").read_text()
     section = text[text.index("## Extending"):]
     blocks = re.findall(r"\n\n((?:    .*\n|\n)+)", section)
-    code = ["\n".join(line[4:] for line in b.splitlines()) for b in blocks if re.search(r"from comlrl import register_", b)]
+    code = ["\n".join(line[4:] for line in b.splitlines())
+            for b in blocks if re.search(r"from comlrl import register_", b)]
     assert len(code) == 4, "one example per registry"
     return "\n".join(code)
 

@@ -92,7 +92,8 @@ def test_code_rewards_satisfy_the_reward_contract(sandbox) -> None:
     assert single[0].all_passed and single[0].scored == ("def add(a, b):\n    return a + b\n",)
     assert not single[1].all_passed
     (collab,) = build_task("code_collab", sandbox).score([(ADD, ["```python\ndef aux(a, b):\n    return a + b\n```",
-                                                                 "```python\ndef add(a, b):\n    return aux(a, b)\n```"])])
+                                                                 "```python\ndef add(a, b):\n"
+                                                                 "    return aux(a, b)\n```"])])
     _check_reward(collab, 2)
     assert collab.all_passed and "return aux(a, b)" in collab.scored[1]
 

@@ -180,7 +180,9 @@ def test_documented_signatures_are_the_codes(lineno: int, head: str, members: li
                 except AttributeError:
                     problems.append(f"docs/architecture.md:{number}: {obj.__name__}.{mm['name']} does not exist")
                     continue
-                if member is not None and callable(inspect.unwrap(member) if not isinstance(member, classmethod | staticmethod) else member.__func__):
+                if member is not None and callable(inspect.unwrap(member)
+                                                   if not isinstance(member, classmethod | staticmethod)
+                                                   else member.__func__):
                     problems += _check(f"docs/architecture.md:{number} {obj.__name__}.{mm['name']}", member,
                                        mm["rest"].strip())
     assert not problems, "\n".join(problems)

@@ -55,7 +55,8 @@ def test_nodes_with_gap_counts():
 def test_a_bad_line_is_one_error_naming_file_and_line(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
-    (run / "trees.jsonl").write_text(_node(0, [0.5, 1.5]).to_line() + '{"step": 1, "id": "t1"\n' + _node(2, [1.0]).to_line())
+    (run / "trees.jsonl").write_text(_node(0, [0.5, 1.5]).to_line() + '{"step": 1, "id": "t1"\n'
+                                     + _node(2, [1.0]).to_line())
     res = subprocess.run([sys.executable, "scripts/export.py", str(run), "--pairs", str(tmp_path / "p.jsonl")],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and not (tmp_path / "p.jsonl").exists()

@@ -50,8 +50,9 @@ def test_merged_agents_load_with_plain_transformers_and_match_the_run(run_dir: P
     out = tmp_path / "merged"
     res = _export(str(run_dir / mode), "--merge", str(out))
     assert res.returncode == 0, res.stderr
-    assert [x for x in res.stdout.splitlines() if x.startswith("merged:")] == [f"merged: agent{i} -> {out / f'agent{i}'} (AutoModelForCausalLM.from_pretrained "
-                                       "/ vllm.LLM)" for i in (0, 1)]
+    assert [x for x in res.stdout.splitlines() if x.startswith("merged:")] == [
+        f"merged: agent{i} -> {out / f'agent{i}'} (AutoModelForCausalLM.from_pretrained "
+        "/ vllm.LLM)" for i in (0, 1)]
     logits = []
     for agent in (0, 1):
         folder = out / f"agent{agent}"
@@ -73,8 +74,8 @@ def test_merge_refuses_a_non_empty_folder_and_a_run_without_weights(run_dir: Pat
     out.mkdir()
     (out / "keep.txt").write_text("mine")
     res = _export(str(run_dir / "lora"), "--merge", str(out))
-    assert res.returncode == 2 and res.stderr.strip() == f"export: {out} exists and is not empty; choose a new folder " \
-                                                         "(nothing is overwritten)"
+    assert res.returncode == 2 and res.stderr.strip() == f"export: {out} exists and is not empty; " \
+                                                         "choose a new folder (nothing is overwritten)"
     assert (out / "keep.txt").read_text() == "mine"
     res = _export(str(run_dir / "lora"), "--merge", str(tmp_path / "new"), "--step", "3")
     assert res.returncode == 2 and res.stderr.strip() == (

@@ -79,7 +79,7 @@ def test_tree_pairs_walk_children_and_skip_tied_nodes():
     assert [(p.node.id, p.winner, p.loser) for p in pairs] == [("r", 0, 1)]
 
 
-# ---- pairs from a file (comlrl.learn.preference_file): offline DPO on `scripts/export.py --pairs` records -------------
+# ---- pairs from a file (comlrl.learn.preference_file): offline DPO on `scripts/export.py --pairs` records --
 
 def _line(**over):
     import json

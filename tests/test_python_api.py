@@ -49,7 +49,8 @@ def test_a_lambda_cannot_be_named_and_is_refused(tmp_path: Path) -> None:
     ([{"prompt": "a", "when": object()}], "DatasetError",
      r"^dataset: row 1 \(dataset\[0\]\), column 'when': object cannot be written"),
     ("rows.jsonl", "ConfigError", r"^config error: dataset: expected a list of dicts or a datasets.Dataset, got str$"),
-    ([{"prompt": "a"}, "b"], "ConfigError", r"^config error: dataset: row 2 \(dataset\[1\]\) is a str, expected a dict$"),
+    ([{"prompt": "a"}, "b"], "ConfigError",
+     r"^config error: dataset: row 2 \(dataset\[1\]\) is a str, expected a dict$"),
 ])
 def test_bad_rows_are_one_line(tmp_path: Path, dataset: object, error: str, message: str) -> None:
     from comlrl import load_config, train

@@ -107,7 +107,8 @@ def test_the_algorithm_registry_is_the_table_the_config_and_the_update_read():
     from comlrl.config.registry import ALGORITHMS, register_algorithm
     from comlrl.learn import algorithms
 
-    assert choices()["algorithm.name"] == tuple(algorithms.ALGORITHMS) == ("magrpo", "centralized", "madpo", "iac", "maac")
+    assert (choices()["algorithm.name"] == tuple(algorithms.ALGORITHMS)
+            == ("magrpo", "centralized", "madpo", "iac", "maac"))
     mine = algorithms.Algorithm(algorithms.ALGORITHMS["magrpo"].units, algorithms.ALGORITHMS["magrpo"].loss)
     register_algorithm("test_pg", mine)
     try:

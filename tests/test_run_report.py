@@ -155,7 +155,8 @@ def test_several_categories_get_their_own_paired_lines() -> None:
                             "+50.0 points") for x in lines)
     assert any(x.startswith("held-out problems, b, greedy pass@1 (2 problems, 1 greedy chain each): 100.0% -> "
                             "100.0%, +0.0 points") for x in lines)
-    one = summary_lines(_categorised(0, [0.0, 0.5], [0, 1], ["a", "a"]) + _categorised(4, [0.5, 0.5], [1, 1], ["a", "a"]))
+    one = summary_lines(_categorised(0, [0.0, 0.5], [0, 1], ["a", "a"])
+                        + _categorised(4, [0.5, 0.5], [1, 1], ["a", "a"]))
     assert not any(", a, " in x for x in one)  # one category: the set's lines are its lines
 
 

@@ -54,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("trees", help="a run directory or its trees.jsonl")
     ap.add_argument("--merge", metavar="OUT", help="write each agent as a plain HF model folder OUT/agent<i>/ "
                                                     "(LoRA merged into the base; loads with transformers and vLLM)")
-    ap.add_argument("--step", type=int, default=None, help="--merge: the weights of checkpoint step K (default: final/)")
+    ap.add_argument("--step", type=int, default=None,
+                    help="--merge: the weights of checkpoint step K (default: final/)")
     ap.add_argument("--sft", metavar="OUT", help="write SFT chat records here")
     ap.add_argument("--pairs", metavar="OUT", help="write preference pairs here")
     ap.add_argument("--only-success", action="store_true",

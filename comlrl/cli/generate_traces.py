@@ -81,7 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "ollama:<model>@<base_url> (native /api/chat; key: $OLLAMA_API_KEY) or <provider>:<model> "
                          "for a provider a --plugins module registers")
     ap.add_argument("--plugins", nargs="+", default=[], metavar="MODULE",
-                    help="modules imported first; they may register providers (comlrl.config.registry.register_provider)")
+                    help="modules imported first; they may register providers "
+                         "(comlrl.config.registry.register_provider)")
     ap.add_argument("--dataset", default="easy", help="easy, humaneval or a JSONL file in HumanEval format")
     ap.add_argument("--num-traces", type=int, required=True, help="traces to have in --out (existing ones count)")
     ap.add_argument("--out", required=True, help="JSONL output, appended to (resumable)")

@@ -21,7 +21,8 @@ from comlrl.config.schema import ConfigError, load_config
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", default=None, help="the run config the server is for (schema defaults without it)")
-    ap.add_argument("--host", default="127.0.0.1", help="address to listen on (default loopback; the server has no authentication)")
+    ap.add_argument("--host", default="127.0.0.1",
+                    help="address to listen on (default loopback; the server has no authentication)")
     ap.add_argument("--port", type=int, default=8100, help="0: a free port (the first line printed names it)")
     ap.add_argument("overrides", nargs="*", help="key=value overrides, as for comlrl-train")
     args = ap.parse_args(argv)

@@ -30,13 +30,14 @@ from sandbox.isolation import LEVELS as ISOLATION_LEVELS
 if TYPE_CHECKING:
     from comlrl.config.schema import RunConfig
 
-__all__ = ["AGENT_MODES", "JOINT_MODE_ALIASES", "LR_SCHEDULES", "algorithm_sections", "choices", "normalize_slice", "resolved",
-           "tree_joint_actions", "validate", "validate_threshold"]
+__all__ = ["AGENT_MODES", "JOINT_MODE_ALIASES", "LR_SCHEDULES", "algorithm_sections", "choices", "normalize_slice",
+           "resolved", "tree_joint_actions", "validate", "validate_threshold"]
 
 log = logging.getLogger("comlrl")
 
 CROSS_TREE_WARN = 1000  # scored joint actions per tree above which a cross-mode run is warned about
-LR_SCHEDULES = ("constant", "linear", "cosine")  # magrpo.lr_schedule: comlrl/run/components.py maps each to transformers'
+LR_SCHEDULES = ("constant", "linear", "cosine")  # magrpo.lr_schedule: comlrl/run/components.py maps each
+                                                 # to transformers'
 JOINT_MODE_ALIASES = {"aligned": "align", "crossed": "cross"}  # CoMLRL's spellings, accepted and stored as ours
 
 
@@ -96,7 +97,8 @@ def validate(cfg: RunConfig) -> None:
 def _validate_magrpo(cfg: RunConfig, agents: int) -> None:
     """magrpo.* against the registries, the task's agent count and the tree's size."""
     m, loss = cfg.magrpo, cfg.magrpo.loss
-    for key, name, needs in (("magrpo.advantage.baseline", m.advantage.baseline, ESTIMATORS.get(m.advantage.baseline).needs),
+    for key, name, needs in (("magrpo.advantage.baseline", m.advantage.baseline,
+                              ESTIMATORS.get(m.advantage.baseline).needs),
                              ("magrpo.loss.aggregation", loss.aggregation, LOSSES.get(loss.aggregation).needs)):
         require(not needs, key, name, f"one whose inputs this trainer provides ({name} needs {', '.join(needs)})")
     require(m.num_agents == agents, "magrpo.num_agents", m.num_agents, f"{agents} for task.name={cfg.task.name}"

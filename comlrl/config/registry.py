@@ -3,9 +3,9 @@ estimators, losses and algorithms.
 
 Each registry is a view of ONE table that lives with the code it names (`comlrl.tasks.TASKS`,
 `feedback.build.MODES`, `comlrl.tasks.code.reward.REWARDS`, `comlrl.llm.factory.REGISTERED`,
-`comlrl.learn.advantages.ESTIMATORS`, `comlrl.learn.loss.LOSSES`, `comlrl.learn.algorithms.ALGORITHMS`), imported here by name like any other module, so
-config validation, `build_task`, the feedback builder, `comlrl.llm.make_client`, the advantages and the
-update read the same names, and adding one is one call:
+`comlrl.learn.advantages.ESTIMATORS`, `comlrl.learn.loss.LOSSES`, `comlrl.learn.algorithms.ALGORITHMS`),
+imported here by name like any other module, so config validation, `build_task`, the feedback builder,
+`comlrl.llm.make_client`, the advantages and the update read the same names, and adding one is one call:
 
     from comlrl.config.registry import register_task
 
@@ -40,8 +40,8 @@ T = TypeVar("T")
 
 __all__ = [
     "ALGORITHMS", "ESTIMATORS", "LOSSES", "PROVIDERS", "REWARDS", "TASKS", "TRANSITIONS", "Registry", "import_plugins",
-    "register_algorithm", "register_estimator", "register_loss", "register_provider", "register_reward", "register_task",
-    "register_transition",
+    "register_algorithm", "register_estimator", "register_loss", "register_provider", "register_reward",
+    "register_task", "register_transition",
 ]
 
 
@@ -159,7 +159,8 @@ def register_loss(name: str, rule: LossRule) -> LossRule:
     """A loss selected by `magrpo.loss.aggregation=<name>`: a `comlrl.learn.loss.LossRule` (how a micro-batch's
     token losses are summed, what the step divides by, and what else it `needs`)."""
     if not isinstance(rule, LossRule):
-        raise TypeError(f"magrpo.loss.aggregation: {name!r} must be a comlrl.learn.loss.LossRule, got {type(rule).__name__}")
+        raise TypeError(f"magrpo.loss.aggregation: {name!r} must be a comlrl.learn.loss.LossRule, "
+                        f"got {type(rule).__name__}")
     return LOSSES.register(name, rule)
 
 
@@ -168,7 +169,8 @@ def register_algorithm(name: str, algorithm: Algorithm) -> Algorithm:
     become, `units`, and the loss of a micro-batch of them, `loss`), trained by the same update as the
     built-ins (docs/algorithm.md)."""
     if not isinstance(algorithm, Algorithm):
-        raise TypeError(f"algorithm.name: {name!r} must be a comlrl.learn.algorithms.Algorithm, got {type(algorithm).__name__}")
+        raise TypeError(f"algorithm.name: {name!r} must be a comlrl.learn.algorithms.Algorithm, "
+                        f"got {type(algorithm).__name__}")
     return ALGORITHMS.register(name, algorithm)
 
 

@@ -24,7 +24,8 @@ from comlrl.learn.advantages import completion_values
 from comlrl.tree.nodes import Node
 
 
-def lambda_returns(node: Node, value_of: Callable[[Node], float], discount: float, lam: float) -> dict[str, list[float]]:
+def lambda_returns(node: Node, value_of: Callable[[Node], float], discount: float,
+                   lam: float) -> dict[str, list[float]]:
     """TD(lambda) target of every joint action of `node` and its descendants, keyed by node id (see module)."""
     if not 0.0 <= lam <= 1.0:
         raise ValueError(f"lambda must be in [0, 1], got {lam}")

@@ -70,5 +70,6 @@ def tree_pairs(roots: Sequence[Node], how: str, limit: int | None, min_gap: floa
         for node in root.walk():
             for agent, row in enumerate(node.completions):
                 values = completion_values(node.joint, node.returns, agent, len(row), credit)
-                out.extend(Pair(node, agent, w, lo, gap) for w, lo, gap in select_pairs(values, how, limit, min_gap, rng))
+                out.extend(Pair(node, agent, w, lo, gap)
+                           for w, lo, gap in select_pairs(values, how, limit, min_gap, rng))
     return out

@@ -45,7 +45,8 @@ def parse_pair(line: str, where: str, num_agents: int) -> PairRecord:
         raise ConfigError(f"config error: {KEY}: {where}: a record must be a JSON object")
     prompt = rec.get("prompt")
     if not (isinstance(prompt, list) and prompt and all(
-            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in prompt)):
+            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+            for m in prompt)):
         raise ConfigError(f"config error: {KEY}: {where}: 'prompt' must be a non-empty list of messages "
                           "with string 'role' and 'content'")
     meta = rec.get("meta") if isinstance(rec.get("meta"), dict) else {}

@@ -2,9 +2,10 @@
 (`comlrl.learn.algorithms`: which completions train, with which numbers, under which loss).
 
 Micro-batches of the algorithm's units run forward and backward under accelerate (DDP) or a
-DeepSpeed engine (`comlrl.learn.learner.Learner`); every rank runs the same number of micro-batches (zero-weight ones where it has fewer), so
-collective operations line up. Optional: PPO ratio clip over several epochs, KL to the reference policy,
-truncated importance weights against the rollout engine's log-probs.
+DeepSpeed engine (`comlrl.learn.learner.Learner`); every rank runs the same number of micro-batches
+(zero-weight ones where it has fewer), so collective operations line up. Optional: PPO ratio clip over
+several epochs, KL to the reference policy, truncated importance weights against the rollout engine's
+log-probs.
 """
 
 from __future__ import annotations

@@ -90,9 +90,9 @@ def _repaired(text: str) -> list[Any]:
 
 def _scan_keys(text: str, role_names: list[str]) -> dict[str, str]:
     """`"role": "value` per role (its last occurrence), the value running to the quote that closes the
-    object (or the text, or its fence) or precedes the next key. Unlike a JSON parser this knows the keys, so a code value
-    with unescaped quotes (`"print("hi")"`, `"s.split(",")"`) keeps them. Unterminated values run to the
-    end of the text, less a dangling `", "partial-key`."""
+    object (or the text, or its fence) or precedes the next key. Unlike a JSON parser this knows the keys,
+    so a code value with unescaped quotes (`"print("hi")"`, `"s.split(",")"`) keeps them. Unterminated
+    values run to the end of the text, less a dangling `", "partial-key`."""
     keys = "|".join(re.escape(r) for r in role_names)
     # a role's key after an optional comma, or any other key after a comma
     next_key = re.compile(r'"\s*(?:,?\s*"(?:' + keys + r')"|,\s*"[^"\n]*")\s*:', re.IGNORECASE)

@@ -147,7 +147,8 @@ def build(cfg: RunConfig, for_training: bool = True, log_with: list[Any] | None 
         engine.weights_changed()  # the prepared weights (ZeRO-3: gathered for the engine here, on every rank)
         learner = Learner(acc, policies, model, optimizer, scheduler, engine,
                           micro_batch_size=cfg.magrpo.loss.micro_batch_size, max_grad_norm=cfg.magrpo.max_grad_norm)
-    offline = read_pairs(cfg.algorithm.dpo.offline_pairs, cfg.magrpo.num_agents) if cfg.algorithm.dpo.offline_pairs else []
+    offline = (read_pairs(cfg.algorithm.dpo.offline_pairs, cfg.magrpo.num_agents)
+               if cfg.algorithm.dpo.offline_pairs else [])
     return Components(cfg, acc, task, sandbox, policies, engine, algorithm, learner, feedback, train, evalset,
                       offline_pairs=offline)
 

@@ -1,5 +1,5 @@
-"""What a run writes to `training.output_dir`: metrics.jsonl, trees.jsonl (comlrl/tree/records.py), and through accelerate's trackers
-TensorBoard events (`tensorboard/`) and, optionally, a W&B run (`wandb/`).
+"""What a run writes to `training.output_dir`: metrics.jsonl, trees.jsonl (comlrl/tree/records.py), and
+through accelerate's trackers TensorBoard events (`tensorboard/`) and, optionally, a W&B run (`wandb/`).
 
 Only rank 0 constructs a writer. Files are appended line by line and flushed, so a crash loses at most
 the line being written; a resumed run truncates lines past its checkpoint step so nothing is doubled.
@@ -85,7 +85,8 @@ def make_trackers(cfg: RunConfig, resume_step: int = 0) -> list[Any]:
     out = Path(cfg.training.output_dir)
     trackers: list[Any] = []
     if cfg.logging.tensorboard:
-        trackers.append(TensorBoardTracker("tensorboard", str(out), purge_step=resume_step + 1 if resume_step else None))
+        trackers.append(TensorBoardTracker("tensorboard", str(out),
+                                           purge_step=resume_step + 1 if resume_step else None))
     if cfg.logging.wandb:
         check_wandb()
         trackers.append(WandBTracker(cfg.logging.wandb_project, dir=str(out), resume="allow"))

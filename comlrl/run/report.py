@@ -141,7 +141,8 @@ def category_lines(records: Sequence[dict[str, Any]]) -> list[str]:
                 k = max(int(r.get("samples") or 0) for r in own)
                 bits.append(f"sampled {100 * sum(sampled) / len(sampled):.1f}% ({k} samples each)")
             if bits:
-                lines.append(f"{SET_LABELS.get(name, name)}, {category}: accuracy {', '.join(bits)} of {len(own)} entries")
+                lines.append(f"{SET_LABELS.get(name, name)}, {category}: accuracy {', '.join(bits)} "
+                             f"of {len(own)} entries")
     return lines
 
 

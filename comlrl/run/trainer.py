@@ -50,8 +50,9 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 def training_step(comp: Components, step: int, start_rewards: dict[str, float] | None = None
                   ) -> tuple[dict[str, float], list[NodeRecord]]:
     """One training step: expand `trees_per_step` trees per rank, back up returns, one optimizer step by
-    the run's algorithm (`comlrl.learn.algorithms`). With `start_rewards` (the untrained policy's sampled turn-1 reward per probe
-    problem, `Evaluator.start_rewards`), `reward_vs_start` compares the step's turn-1 reward with it."""
+    the run's algorithm (`comlrl.learn.algorithms`). With `start_rewards` (the untrained policy's sampled
+    turn-1 reward per probe problem, `Evaluator.start_rewards`), `reward_vs_start` compares the step's
+    turn-1 reward with it."""
     if comp.offline_pairs:
         return offline_step(comp, step), []
     m, t0 = comp.cfg.magrpo, time.perf_counter()
@@ -80,7 +81,8 @@ def offline_step(comp: Components, step: int) -> dict[str, float]:
     from comlrl.learn.update import train_units
 
     t0, acc, pairs = time.perf_counter(), comp.accelerator, comp.offline_pairs
-    picked = step_slice(len(pairs), comp.cfg.training.steps, step, comp.cfg.training.seed)[acc.process_index::acc.num_processes]
+    picked = step_slice(len(pairs), comp.cfg.training.steps, step,
+                        comp.cfg.training.seed)[acc.process_index::acc.num_processes]
     pol = comp.policies
     units = [Unit((pol.sample_of(p.agent, p.prompt, p.chosen), pol.sample_of(p.agent, p.prompt, p.rejected)))
              for p in (pairs[i] for i in picked)]

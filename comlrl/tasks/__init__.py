@@ -25,8 +25,8 @@ TASKS: dict[str, type[Task]] = {"code_collab": CodeCollabTask, "code_single": Co
                                 "text": TextTask, "bfcl": BfclTask,
                                 "bfcl_multi_turn": BfclMultiTurnTask}
 
-__all__ = ["TASKS", "ActionsTask", "BfclTask", "CodeCollabTask", "CodeCoopTask", "CodeSingleTask", "Problem", "Task", "TextTask", "ToolAgentTask",
-           "build_task"]
+__all__ = ["TASKS", "ActionsTask", "BfclTask", "CodeCollabTask", "CodeCoopTask", "CodeSingleTask", "Problem", "Task",
+           "TextTask", "ToolAgentTask", "build_task"]
 
 
 def build_task(task_cfg: TaskConfig | str, sandbox: Any) -> Task:

@@ -138,7 +138,8 @@ def problems_from_rows(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]
                 raise DatasetError(f"{where}: the tests call no function to take as the entry point; set "
                              "dataset.fields.entry_point")
         if not isinstance(entry, str) or not entry.isidentifier():
-            raise DatasetError(f"{where}: entry point {entry!r} (dataset.fields.entry_point) is not a Python identifier")
+            raise DatasetError(f"{where}: entry point {entry!r} (dataset.fields.entry_point) "
+                               "is not a Python identifier")
         task_id = str(row[fields.task_id]) if fields.task_id is not None else str(i)
         if task_id in seen:
             raise DatasetError(f"{where}: duplicate task_id {task_id!r} (first in row {seen[task_id]})")

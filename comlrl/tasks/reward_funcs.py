@@ -11,8 +11,8 @@ keyword arguments `prompts` (the problem's prompt as the data set has it: a stri
 `completions` (the agent's text; for a chat prompt, `[{"role": "assistant", "content": text}]`), every
 other column of the problem as a list (code tasks: `task_id`, `entry_point`, `test`, ...), and `agent`
 (index), `role` (name) and `scored` (what the task's reward judged for that agent: the extracted code, or
-the text when the reward does not say). It returns one number per row, or None where it does not apply; a joint action's value is the
-mean over its agents' numbers (no number: 0, and a note says so).
+the text when the reward does not say). It returns one number per row, or None where it does not apply;
+a joint action's value is the mean over its agents' numbers (no number: 0, and a note says so).
 
 A function that raises, or returns anything else (wrong length, a string, NaN), stops the run with
 one line naming it (`RewardFunctionError`): a reward that silently turns into 0 would train on noise.
@@ -30,7 +30,8 @@ from typing import Any
 from comlrl.errors import ConfigError
 from comlrl.tree.contracts import Reward
 
-__all__ = ["RewardFunctionError", "RewardTerm", "RewardTerms", "call_name", "checked_values", "component_name", "resolve"]
+__all__ = ["RewardFunctionError", "RewardTerm", "RewardTerms", "call_name", "checked_values", "component_name",
+           "resolve"]
 
 
 class RewardFunctionError(ValueError):

@@ -29,7 +29,8 @@ ANSWER_CHARS = 2000  # a teammate's answer shown in the next turn's prompt (head
 
 @dataclass
 class TextTaskConfig:
-    """Options of task.name=text: N agents answer each row's prompt, scored by task.reward_funcs (docs/reward-functions.md)."""
+    """Options of task.name=text: N agents answer each row's prompt, scored by task.reward_funcs
+    (docs/reward-functions.md)."""
 
     roles: list[str] = field(default_factory=lambda: ["answerer"])  # one name per agent (= magrpo.num_agents)
     instructions: list[str] | None = None  # per agent, a line after the prompt (its role); null = none
@@ -96,7 +97,8 @@ def rows_to_problems(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], 
             raise DatasetError(f"{where}: duplicate task_id {task_id!r} (first in row {seen[task_id]})")
         seen[task_id] = i + 1
         rest = {k: v for k, v in row.items() if k != fields.prompt}  # TRL: every column but the prompt
-        out.append(TextProblem(task_id, _prompt(row[fields.prompt], where, fields.prompt), {"task_id": task_id, **rest}))
+        out.append(TextProblem(task_id, _prompt(row[fields.prompt], where, fields.prompt),
+                               {"task_id": task_id, **rest}))
     if not out:
         raise DatasetError(f"{source}: no rows found (empty table)")
     return out

@@ -42,7 +42,8 @@ class TaskConfig:
     per registered task that declares an `options_type` (`task.<task name>.*`, added by
     `comlrl.config.schema.run_schema`); `options()` is the chosen task's."""
 
-    name: str = "code_collab"  # code_collab | code_coop (N=2) | code_single | tool_agent (N=1) | actions (N=2) | registered
+    name: str = "code_collab"  # code_collab | code_coop (N=2) | code_single | tool_agent (N=1)
+                               # | actions (N=2) | registered
     reward: str = "levels"  # code tasks: levels (docs/rewards.md) | a reward registered by a plugins module
     reward_funcs: list[str] = field(default_factory=list)  # module:function, TRL-style (comlrl/tasks/reward_funcs.py)
     reward_weights: list[float] | None = None  # one per reward function; null = 1 each

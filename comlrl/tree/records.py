@@ -168,16 +168,20 @@ class NodeRecord:
         rewards = _nums(d["rewards"], "rewards")
         returns = _nums(d["returns"], "returns")
         _need(len(rewards) == n and len(returns) in (0, n), "rewards/returns", f"{n} values (one per joint action)")
-        _need(isinstance(d["advantages"], list) and all(a is None or (isinstance(a, list) and all(_is_num(x) or x is None for x in a))
-                                                       for a in d["advantages"]), "advantages", "per agent a list of numbers or null")
+        _need(isinstance(d["advantages"], list)
+              and all(a is None or (isinstance(a, list) and all(_is_num(x) or x is None for x in a))
+                      for a in d["advantages"]),
+              "advantages", "per agent a list of numbers or null")
         details = d["reward_details"]
         _need(isinstance(details, list) and len(details) in (0, n), "reward_details", f"{n} entries")
         _need(isinstance(d["pruned"], bool), "pruned", "true or false")
         kids = d["children"]
-        _need(isinstance(kids, dict) and all(k.isdigit() and int(k) < n and isinstance(v, str) for k, v in kids.items()),
+        _need(isinstance(kids, dict) and all(k.isdigit() and int(k) < n and isinstance(v, str)
+                                             for k, v in kids.items()),
               "children", "an object of joint-action index -> node id")
         for j, choice in enumerate(d["joint_actions"]):
-            ok = len(choice) == len(d["completions"]) and all(0 <= k < len(d["completions"][a]) for a, k in enumerate(choice))
+            ok = len(choice) == len(d["completions"]) and all(0 <= k < len(d["completions"][a])
+                                                              for a, k in enumerate(choice))
             _need(ok, f"joint_actions[{j}]", "one completion index per agent, in range")
         return cls(
             d["step"], d["id"], d["parent"], d["parent_action"], d["turn"], d["tree"], d["prompts"], d["completions"],

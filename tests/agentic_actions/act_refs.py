@@ -131,7 +131,8 @@ REFERENCE: dict[str, list[tuple[str, str]]] = {
         (act("api_call", method="GET", url="http://hooks.ci.test/v1/webhooks"), DONE),
     ],
     "improve-slugify": [
-        (act("read_file", path="slugify.py"), act("run_python", code="from slugify import slugify\nprint(slugify('A b'))")),
+        (act("read_file", path="slugify.py"),
+         act("run_python", code="from slugify import slugify\nprint(slugify('A b'))")),
         (act("create_file", path="slugify.py", content=SLUGIFY),
          act("run_python", code="from slugify import slugify\nprint(slugify('  Hi, there!  '))")),
         (act("read_file", path="slugify.py"), DONE),
@@ -149,9 +150,11 @@ REFERENCE: dict[str, list[tuple[str, str]]] = {
         (act("read_file", path="report.txt"), DONE),
     ],
     "improve-password-check": [
-        (act("read_file", path="password.py"), act("run_python", code="from password import is_strong\nprint(is_strong('abcdefgh'))")),
+        (act("read_file", path="password.py"),
+         act("run_python", code="from password import is_strong\nprint(is_strong('abcdefgh'))")),
         (act("create_file", path="password.py", content=PASSWORD),
-         act("run_python", code="from password import is_strong\nprint(is_strong('Secure123'), is_strong('secure123'))")),
+         act("run_python", code="from password import is_strong\n"
+                                "print(is_strong('Secure123'), is_strong('secure123'))")),
         (act("read_file", path="password.py"), DONE),
     ],
 }

@@ -259,7 +259,8 @@ def test_custom_patterns_and_checks(sandbox, tmp_path: Path) -> None:
         rec = {"task_id": "c", "pattern": "interview", "goal": "Write two lines.", "files": {"a.txt": "1\n"},
                "checks": [{"type": "line_count", "path": "a.txt", "n": 2}]}
         prob = problem_from_record(rec)
-        assert prob.prompt == "Q: Write two lines." and prob.user_turn(2) == 'Follow-up on a.txt; reply like {"ok": true}.'
+        assert (prob.prompt == "Q: Write two lines."
+                and prob.user_turn(2) == 'Follow-up on a.txt; reply like {"ok": true}.')
         env = Environment(sandbox=sandbox, root=tmp_path / "ws")
         s1 = env.step(prob, env.reset(prob), [act("create_file", path="a.txt", content="1\n2\n")])
         assert [c.passed for c in s1.checks] == [True]

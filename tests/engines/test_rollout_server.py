@@ -151,7 +151,8 @@ def test_requests_of_other_ranks_join_the_running_batch_and_another_agent_waits_
     first = threading.Thread(target=ask, args=("a", 0, [[1]]))
     first.start()  # rank 0's request runs; rank 1's (same agent) and another agent's arrive meanwhile
     time.sleep(0.08)
-    others = [threading.Thread(target=ask, args=("b", 0, [[2], [3]])), threading.Thread(target=ask, args=("c", 1, [[4]]))]
+    others = [threading.Thread(target=ask, args=("b", 0, [[2], [3]])),
+              threading.Thread(target=ask, args=("c", 1, [[4]]))]
     for t in [*others]:
         t.start()
     for t in [first, *others]:

@@ -1,8 +1,8 @@
 """The joint actions the golden files are made of: a passing, a failing and a syntax-error one.
 
 Rewards are built by hand from the reward's own dataclasses, with the values
-`comlrl.tasks.code.reward.score_batch` reports for these codes (test_feedback_sandbox.py checks that they still agree). code_collab: agent 0 =
-helper writing `aux`, agent 1 = main writing the entry point.
+`comlrl.tasks.code.reward.score_batch` reports for these codes (test_feedback_sandbox.py checks that they
+still agree). code_collab: agent 0 = helper writing `aux`, agent 1 = main writing the entry point.
 """
 
 from __future__ import annotations

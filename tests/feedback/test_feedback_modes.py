@@ -215,7 +215,8 @@ class Verdict:
 def test_a_reward_without_code_results_is_refused_in_one_line(mode):
     """The default mode with a task of its own used to render "Tests: none found" from getattr defaults."""
     ctx = dataclasses.replace(cases.context("failing"), reward=Verdict(0.5))
-    with pytest.raises(ValueError, match=rf"^external.mode='{mode}' shows a code task's results \(feedback.CodeResults\); "
+    with pytest.raises(ValueError, match=rf"^external.mode='{mode}' shows a code task's results "
+                                         r"\(feedback.CodeResults\); "
                                          r"this task's reward Verdict has none: use external.mode=plain"):
         build(mode, ctx)
     assert len(build("plain", ctx)) == 2  # plain reads no results

@@ -54,7 +54,8 @@ def main() -> None:
             steps = max(len(s.completion_ids) for s in samples)
             done = sum(s.finished for s in samples)
             print(f"{dtype:9s} batch={batch:3d} {toks / dt:7.1f} tok/s  {batch * steps / dt:7.1f} slot/s  "
-                  f"{toks / cpu:7.1f} tok/cpu-s  {dt:6.1f} s  tokens={toks} finished={done}/{batch} load={os.getloadavg()[0]:.2f}", flush=True)
+                  f"{toks / cpu:7.1f} tok/cpu-s  {dt:6.1f} s  tokens={toks} finished={done}/{batch} "
+                  f"load={os.getloadavg()[0]:.2f}", flush=True)
 
 if __name__ == "__main__":
     main()

@@ -78,7 +78,8 @@ def test_a_missing_local_path_says_so_not_the_hub(form: str, tmp_path: Path, mon
             "home": "~/models/my-model"}[form]
     with pytest.raises(ModelError) as info:
         resolve_model_path(name, cache_dir=str(tmp_path / "cache"))
-    assert str(info.value) == (f"model error: cannot load model {name!r}: local path {tmp_path / 'models' / 'my-model'} "
+    assert str(info.value) == (f"model error: cannot load model {name!r}: "
+                               f"local path {tmp_path / 'models' / 'my-model'} "
                                "does not exist")
 
 

@@ -96,7 +96,8 @@ def test_multiline_strings_keep_their_exact_content() -> None:
 
 
 def test_decorated_helper_in_setup_keeps_decorator() -> None:
-    code = ("import functools\n\n@functools.lru_cache(None)\ndef fib(n):\n    return n if n < 2 else fib(n-1) + fib(n-2)\n\n"
+    code = ("import functools\n\n@functools.lru_cache(None)\ndef fib(n):\n"
+            "    return n if n < 2 else fib(n-1) + fib(n-2)\n\n"
             "def check(candidate):\n    assert candidate(10) == fib(10)\n")
     t = parse_tests(code, "f")
     assert "@functools.lru_cache(None)\ndef fib(n):" in t.setup

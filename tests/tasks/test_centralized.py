@@ -76,7 +76,8 @@ def test_a_section_left_open_runs_to_the_next_role_tag_or_the_end() -> None:
     code = "```python\ndef aux(n):\n    return n > 0\n\ndef is_positive(n):\n    return aux(n)\n```"
     assert split_roles("<agent_0>\n" + code + "\nSome prose.", 2) == [code + "\nSome prose.", ""]
     assert split_roles("<agent_0>helper<agent_1>main", 2) == ["helper", "main"]
-    assert split_roles("<agent_0>helper</agent_0><agent_1>cut by the token limit", 2) == ["helper", "cut by the token limit"]
+    assert (split_roles("<agent_0>helper</agent_0><agent_1>cut by the token limit", 2)
+            == ["helper", "cut by the token limit"])
     assert split_roles("<agent_0>a</agent_1>b</agent_0>", 2) == ["a", ""]  # any role tag ends a section
     assert split_roles("</agent_0>close first<agent_0>then open", 2) == ["then open", ""]
 

@@ -303,7 +303,8 @@ def test_exclude_drops_named_definitions() -> None:
 
 
 def test_import_in_try_block_kept_but_other_try_dropped() -> None:
-    text = "try:\n    import numpy as np\nexcept ImportError:\n    np = None\n" + GOOD + "try:\n    add(1)\nexcept Exception:\n    pass\n"
+    text = ("try:\n    import numpy as np\nexcept ImportError:\n    np = None\n" + GOOD
+            + "try:\n    add(1)\nexcept Exception:\n    pass\n")
     code = extract_code(text, "add")
     assert top_level(code) == ["Try", "FunctionDef"]
 

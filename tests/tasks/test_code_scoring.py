@@ -89,4 +89,5 @@ def test_humaneval_canonical_solutions_score_full(sandbox) -> None:  # noqa: ANN
     he = load_humaneval()[:8]
     task = CodeSingleTask(sandbox)
     rewards = task.score([(p, [fenced(canonical_code(p))]) for p in he])
-    assert all(r.all_passed for r in rewards), [(p.task_id, r.notes) for p, r in zip(he, rewards, strict=True) if not r.all_passed]
+    assert all(r.all_passed for r in rewards), [(p.task_id, r.notes) for p, r in zip(he, rewards, strict=True)
+                                                if not r.all_passed]

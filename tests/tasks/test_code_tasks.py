@@ -26,11 +26,13 @@ def test_build_task_by_name_and_config_object() -> None:
     assert isinstance(build_task(TaskConfig(name="code_collab"), None), CodeCollabTask)
     assert isinstance(build_task("code_single", None), CodeSingleTask)
     assert {"code_collab", "code_single"} <= set(TASKS)
-    with pytest.raises(ValueError, match=r"^config error: task.name='chess' is not allowed; expected one of: code_collab"):
+    with pytest.raises(ValueError,
+                       match=r"^config error: task.name='chess' is not allowed; expected one of: code_collab"):
         build_task("chess", None)
 
 
-@pytest.mark.parametrize(("name", "n", "roles"), [("code_collab", 2, ["helper", "main"]), ("code_single", 1, ["coder"])])
+@pytest.mark.parametrize(("name", "n", "roles"),
+                         [("code_collab", 2, ["helper", "main"]), ("code_single", 1, ["coder"])])
 def test_agents_and_roles(name: str, n: int, roles: list[str]) -> None:
     task = build_task(name, None)
     assert isinstance(task, Task)

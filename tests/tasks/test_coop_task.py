@@ -171,7 +171,8 @@ def test_only_the_team_with_the_rule_passes(sandbox) -> None:  # noqa: ANN001
     right = team(task, AFFINE)
     sig = "xs: list[int]) -> int:\n"
     guessed = answer(task, 1, AFFINE, sig + "    return sum(x * 2 + 1 for x in xs)\n```")  # inlines a guess
-    ignores = answer(task, 1, AFFINE, sig + "    total = 0\n    for x in xs:\n        total += x\n    return total\n```")
+    ignores = answer(task, 1, AFFINE,
+                     sig + "    total = 0\n    for x in xs:\n        total += x\n    return total\n```")
     body_only = "    " + AFFINE.helper_solution.strip() + "\n```"  # a bare body: wrapped in aux's own header
     wrong_helper = answer(task, 0, AFFINE, "x: int) -> int:\n    return x * 2 + 1\n```")
     items = [(AFFINE, right), (AFFINE, [right[0], guessed]), (AFFINE, [right[0], ignores]),

@@ -92,8 +92,10 @@ def test_jsonl_blank_lines_skipped_and_solution_optional(tmp_path: Path) -> None
     [
         ({"task_id": "T/1", "prompt": "p", "test": "t"}, ":2: missing field 'entry_point'"),
         ({"task_id": "T/1", "prompt": "p", "entry_point": "f"}, ":2: missing field 'test'"),
-        ({"task_id": "T/1", "prompt": 3, "entry_point": "f", "test": "t"}, ":2: field 'prompt' must be a non-empty string"),
-        ({"task_id": "T/1", "prompt": "p", "entry_point": "not valid", "test": "t"}, ":2: field 'entry_point' must be a Python identifier"),
+        ({"task_id": "T/1", "prompt": 3, "entry_point": "f", "test": "t"},
+         ":2: field 'prompt' must be a non-empty string"),
+        ({"task_id": "T/1", "prompt": "p", "entry_point": "not valid", "test": "t"},
+         ":2: field 'entry_point' must be a Python identifier"),
         (record(1, canonical_solution=5), ":2: field 'canonical_solution' must be a string or null"),
         ([1, 2], ":2: expected a JSON object, got list"),
         (record(0), ":2: duplicate task_id 'T/0' (first on line 1)"),

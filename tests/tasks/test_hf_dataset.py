@@ -25,7 +25,8 @@ HUMANEVAL_STYLE = [
 # MBPP's columns: no entry point, the tests a list of assert strings.
 MBPP = [
     {"task_id": 11, "text": "Write a python function to remove first and last occurrence of a given character "
-     "from the string.", "code": "def remove_Occ(s,ch): \r\n    s = s.replace(ch,'',1)\r\n    s = s[::-1].replace(ch,'',1)[::-1]\r\n    return s",
+     "from the string.", "code": "def remove_Occ(s,ch): \r\n    s = s.replace(ch,'',1)\r\n"
+                                 "    s = s[::-1].replace(ch,'',1)[::-1]\r\n    return s",
      "test_list": ['assert remove_Occ("hello","l") == "heo"', 'assert remove_Occ("abcda","a") == "bcd"',
                    'assert remove_Occ("PHP","P") == "H"'], "test_setup_code": "", "challenge_test_list": []},
     {"task_id": 12, "text": "Write a function to sort a given matrix in ascending order according to the sum of "

@@ -54,7 +54,8 @@ def test_the_call_follows_trls_convention_with_one_row_per_agent(sb) -> None:
     [call] = reward_fns.CALLS
     assert call["prompts"] == [add.prompt] * 4 and call["completions"] == [helper, main, "no code", main]
     assert call["agent"] == [0, 1, 0, 1] and call["role"] == ["helper", "main"] * 2
-    assert call["entry_point"] == ["add"] * 4 and call["test"] == [add.test] * 4 and call["task_id"] == [add.task_id] * 4
+    assert (call["entry_point"] == ["add"] * 4 and call["test"] == [add.test] * 4
+            and call["task_id"] == [add.task_id] * 4)
     assert call["scored"][1] == r1.codes[1] and call["scored"][0] == r1.codes[0]  # what the levels judged
     # one joint action's value is the mean over its agents' rows (record returns 0, 1, 2, 3)
     assert r1.components["record"] == 0.5 and r2.components["record"] == 2.5
@@ -231,7 +232,8 @@ def test_a_raising_function_ends_the_run_with_one_line_and_exit_2(tmp_path: Path
                           "task.reward_funcs=[reward_fns:raises]", f"training.output_dir={tmp_path / 'run'}"],
                          cwd=ROOT, env=env(), capture_output=True, text=True, timeout=600)
     assert res.returncode == 2, res.stderr[-3000:]
-    assert res.stderr.strip().splitlines()[-1] == "error: task.reward_funcs: reward_fns:raises raised KeyError: 'answer'"
+    assert res.stderr.strip().splitlines()[-1] == ("error: task.reward_funcs: reward_fns:raises raised "
+                                                   "KeyError: 'answer'")
     assert "Traceback" not in res.stderr
 
 

@@ -28,7 +28,8 @@ def test_parse_backend_specs() -> None:
     assert parse_backend("openai-compatible:qwen2.5:7b@http://127.0.0.1:11434/v1") == \
         ("openai-compatible", "qwen2.5:7b", "http://127.0.0.1:11434/v1")
     for bad in ("", "local:", "openai-compatible:m", "openai-compatible:m@ftp://x", "vllm:m@http://x"):
-        with pytest.raises(BackendError, match=r"^backend error: --backend=.* is not allowed; expected .*openai-compatible:"):
+        with pytest.raises(BackendError,
+                           match=r"^backend error: --backend=.* is not allowed; expected .*openai-compatible:"):
             parse_backend(bad)
 
 

@@ -142,7 +142,8 @@ def test_only_success_skips_and_retries_failures(server: ScriptedServer, tmp_pat
 def test_bad_arguments_fail_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "x.jsonl"
     assert main(["--backend", "nope:x", "--out", str(out), "--num-traces", "1", "--no-progress"]) == 2
-    assert "--backend='nope:x' is not allowed; expected one of: local:<path or alias>, openai-compatible:" in capsys.readouterr().err
+    assert ("--backend='nope:x' is not allowed; expected one of: local:<path or alias>, openai-compatible:"
+            in capsys.readouterr().err)
     assert main(["--backend", "local:x", "--out", str(out), "--num-traces", "0"]) == 2
     assert main(["--backend", "local:x", "--dataset", str(tmp_path / "none.jsonl"), "--out", str(out),
                  "--num-traces", "1"]) == 2

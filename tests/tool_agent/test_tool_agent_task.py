@@ -127,6 +127,7 @@ def test_edge_tests_from_dataset_records_and_file(tmp_path: Path, sb) -> None:
     cfg = load_config(None, ["task.name=tool_agent", "magrpo.num_agents=1", f"task.tool_agent.edge_tests={edge}"])
     task = build_task(cfg.task, sb)
     train, _ = task.load(DatasetConfig(name="jsonl", path=str(data), eval_size=0))
-    assert [task.env.suite(p).sources for p in train] == [("dataset", "dataset", "edge"), ("dataset", "dataset", "edge")]
+    assert [task.env.suite(p).sources for p in train] == [("dataset", "dataset", "edge"),
+                                                          ("dataset", "dataset", "edge")]
     r = task.score([(train[0], ["</think>\n```python\ndef add(a, b):\n    return a + b\n```"])])[0]
     assert (r.tests_passed, r.tests_total) == (3, 3)

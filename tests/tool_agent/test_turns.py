@@ -122,12 +122,14 @@ def test_observation_of_a_partial_pass_names_a_failing_test() -> None:
 
 def test_errors_come_from_the_run_or_the_first_raising_test() -> None:
     a = analyze_turn(call("def add(a, b):\n    return c"), "add")
-    raised = R("failed", 0, 2, asserts=(A("assert candidate(1, 2) == 3", "error", "NameError", "name 'c' is not defined"),))
+    raised = R("failed", 0, 2,
+               asserts=(A("assert candidate(1, 2) == 3", "error", "NameError", "name 'c' is not defined"),))
     assert run_error(raised) == "NameError: name 'c' is not defined"
     assert observation(a, raised)[1] == HINT_ERROR
     assert run_error(R("load_error", 0, 2, message="ZeroDivisionError: division by zero")) == \
         "load_error: ZeroDivisionError: division by zero"
-    assert run_error(R("failed", 0, 2, message="the solution does not define add")) == "the solution does not define add"
+    assert (run_error(R("failed", 0, 2, message="the solution does not define add"))
+            == "the solution does not define add")
     assert run_error(R("passed", 2, 2)) is None and run_error(None) is None
 
 

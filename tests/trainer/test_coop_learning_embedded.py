@@ -55,4 +55,5 @@ def test_six_steps_raise_passing_with_the_helper(tmp_path: Path) -> None:
     pb, pa = sum(before) / len(before), sum(after) / len(after)
     se = math.sqrt(pb * (1 - pb) / len(before) + pa * (1 - pa) / len(after)) or 1.0 / len(after)
     print(f"passed_with_helper {pb:.3f} -> {pa:.3f}, diff {pa - pb:.3f}, se {se:.3f}")
-    assert pa - pb > MARGIN_SE * se, f"passed_with_helper {pb:.3f} -> {pa:.3f}: diff {pa - pb:.3f} <= {MARGIN_SE} x se {se:.3f}"
+    assert pa - pb > MARGIN_SE * se, (f"passed_with_helper {pb:.3f} -> {pa:.3f}: "
+                                      f"diff {pa - pb:.3f} <= {MARGIN_SE} x se {se:.3f}")

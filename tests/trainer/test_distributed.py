@@ -25,8 +25,8 @@ ALGORITHM_ARGS = {"centralized": ["magrpo.num_agents=1"]}
 @pytest.mark.parametrize("algo", ["madpo", "iac"])
 def test_ddp_two_processes(tmp_path, tiny_model, algo):
     run = tmp_path / "ddp"
-    res = train([*ARGS, f"algorithm.name={algo}", *ALGORITHM_ARGS.get(algo, []), f"training.output_dir={run}"], launcher=DDP,
-                extra_env={"ACCELERATE_USE_CPU": "true"})
+    res = train([*ARGS, f"algorithm.name={algo}", *ALGORITHM_ARGS.get(algo, []), f"training.output_dir={run}"],
+                launcher=DDP, extra_env={"ACCELERATE_USE_CPU": "true"})
     assert res.returncode == 0, res.stderr[-4000:]
     check_world_of_two(run)
     assert all(ALGORITHM_METRIC[algo] in r for r in metrics(run)[1:])

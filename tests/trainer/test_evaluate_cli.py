@@ -32,7 +32,8 @@ def test_evaluate_prints_the_summary_lines_training_prints(tmp_path, tiny_model)
     scores = tmp_path / "base.jsonl"
     res = _evaluate(str(run), "--base", "--out", str(scores))
     assert res.returncode == 0, res.stderr[-3000:]
-    assert re.fullmatch(rf"base model: {SUMMARY}\nper-problem scores: {re.escape(str(scores))}\n", res.stdout), res.stdout
+    assert re.fullmatch(rf"base model: {SUMMARY}\nper-problem scores: {re.escape(str(scores))}\n",
+                        res.stdout), res.stdout
     noise = [line for line in res.stderr.splitlines() if line.strip() and not re.match(
         r"^\d{4}-\d\d-\d\d [\d:,]+ (sandbox|comlrl): ", line)]  # our own INFO lines only
     assert not noise, noise

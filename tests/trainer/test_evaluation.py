@@ -55,8 +55,9 @@ def test_same_weights_same_scores_and_the_probe_is_the_training_draw(comp) -> No
     assert {r["set"] for r in r1} == {"heldout", "probe"}
     assert [(r["set"], r["index"], r["samples"]) for r in r1] == \
         [("heldout", i, 2) for i in range(3)] + [("probe", i, 2) for i in range(2)]
-    for key in ("eval/pass_at_1", "eval/sampled/pass_at_1", "eval/sampled/reward_mean", "eval/probe/sampled/reward_mean",
-                "eval/probe/pass_at_1", "eval/problems", "eval/probe/problems", "eval/seconds"):
+    for key in ("eval/pass_at_1", "eval/sampled/pass_at_1", "eval/sampled/reward_mean",
+                "eval/probe/sampled/reward_mean", "eval/probe/pass_at_1", "eval/problems", "eval/probe/problems",
+                "eval/seconds"):
         assert key in m1, key
     assert m1["eval/problems"] == 3 and m1["eval/probe/problems"] == 2
     assert not any(k.endswith("_delta") for k in m1)  # nothing to pair with at the first evaluation

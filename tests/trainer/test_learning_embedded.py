@@ -56,6 +56,7 @@ def test_six_steps_raise_the_reward_of_their_problems(tmp_path: Path) -> None:
         comp.engine.close()
     diff = statistics.fmean(after) - statistics.fmean(before)
     se = math.sqrt(statistics.variance(before) / len(before) + statistics.variance(after) / len(after))
-    print(f"sampled reward {statistics.fmean(before):.3f} -> {statistics.fmean(after):.3f}, diff {diff:.3f}, se {se:.3f}")
+    print(f"sampled reward {statistics.fmean(before):.3f} -> {statistics.fmean(after):.3f}, "
+          f"diff {diff:.3f}, se {se:.3f}")
     assert diff > MARGIN_SE * se, f"reward {statistics.fmean(before):.3f} -> {statistics.fmean(after):.3f}, " \
                                   f"diff {diff:.3f} <= {MARGIN_SE} x se {se:.3f}"

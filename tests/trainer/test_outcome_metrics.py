@@ -111,8 +111,9 @@ def test_progress_bar_shows_the_step_just_finished() -> None:
     metrics = {"reward_mean": 2.5, "turn_2/pass_rate": 0.375, "helper_called": 0.125, "tokens_per_s": 231.4,
                "step_seconds": 61.7}
     headline = CodeCollabTask.headline_outcome
-    assert progress_numbers(metrics, 2, headline) == {"reward": "2.50", "pass": "0.38", "helper": "0.12", "tok_s": "231",
-                                            "s_step": "62"}  # the step's own seconds: evaluations left out
+    assert progress_numbers(metrics, 2, headline) == {
+        "reward": "2.50", "pass": "0.38", "helper": "0.12", "tok_s": "231",
+        "s_step": "62"}  # the step's own seconds: evaluations left out
     assert "helper" not in progress_numbers(metrics, 2)  # a task without a headline outcome
     assert progress_numbers({**metrics, "eval/pass_at_1": 0.5}, 2)["eval"] == "0.500"
     assert progress_numbers({**metrics, "reward_vs_start": 0.25}, 2)["vs_start"] == "+0.25"
@@ -121,7 +122,8 @@ def test_progress_bar_shows_the_step_just_finished() -> None:
 def test_evaluation_lines_count_one_problem_and_one_chain_in_the_singular() -> None:
     """Issue 24, item 10 ('1 steps'): a one-step tiny run printed '1 training-probe problems' and 'of 1 problems'."""
     plan = evaluation_plan({"heldout": [0, 1], "probe": [0]}, True, 2)
-    assert plan == "2 held-out problems (1 greedy + 2 sampled chains each); 1 training-probe problem (1 greedy + 2 sampled chains each)"
+    assert plan == ("2 held-out problems (1 greedy + 2 sampled chains each); "
+                    "1 training-probe problem (1 greedy + 2 sampled chains each)")
     assert evaluation_plan({"heldout": [0, 1], "probe": [0]}, True, 0) == \
         "2 held-out problems (1 greedy chain each); 1 training-probe problem (1 greedy chain each)"
     assert evaluation_plan({"heldout": [0], "probe": []}, False, 1) == "1 held-out problem (1 sampled chain each)"

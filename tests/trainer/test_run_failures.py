@@ -143,7 +143,8 @@ def test_the_wandb_check_passes_offline_or_with_a_key_and_names_what_is_wrong(tm
     e.update(HOME=str(home), WANDB_CONFIG_DIR=str(home / "wandb-config"), WANDB_DIR=str(tmp_path), **extra)
     # The check starts no W&B service thread or process: on CI (no network) such a service's exit hung the
     # interpreter for over 120 s after the check had printed "ok" (the CI run of 2026-11-25).
-    code = ("import threading\nfrom comlrl.config.schema import ConfigError\nfrom comlrl.run.outputs import check_wandb\n"
+    code = ("import threading\nfrom comlrl.config.schema import ConfigError\n"
+            "from comlrl.run.outputs import check_wandb\n"
             "try:\n    check_wandb()\nexcept ConfigError as exc:\n    print(exc)\nelse:\n    print('ok')\n"
             "assert not [t.name for t in threading.enumerate() if t.name.startswith('wandb')]\n")
     res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=e, capture_output=True, text=True, timeout=60)

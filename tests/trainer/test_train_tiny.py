@@ -45,7 +45,8 @@ def test_training_updates_adapters_and_counts_match(tmp_path, tiny_model, mode, 
         helper, main = (p[-1] for p in t["prompts"])
         assert helper == {"role": "assistant", "content": "```python\ndef aux("}
         assert main["role"] == "assistant" and main["content"].startswith("```python\ndef ")
-        assert all(c.startswith(p[-1]["content"]) for p, cs in zip(t["prompts"], t["completions"], strict=True) for c in cs)
+        assert all(c.startswith(p[-1]["content"])
+                   for p, cs in zip(t["prompts"], t["completions"], strict=True) for c in cs)
     assert (run / "checkpoints" / "step-2" / "meta.json").is_file()
     assert list((run / "tensorboard").glob("events.*"))
     assert "done: 2 steps; outputs in" in res.stdout

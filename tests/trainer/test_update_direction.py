@@ -163,7 +163,8 @@ def test_centralized_update_raises_the_team_completion_whose_parts_scored_higher
         "magrpo.max_grad_norm=1000", "magrpo.num_generations=2", f"training.output_dir={out}"])
     comp = trainer.build(cfg)
     assert comp.task.num_agents == 1 and comp.policies.num_agents == 1
-    good = "<agent_0>\ndef aux(a, b):\n    return a + b\n</agent_0>\n<agent_1>\ndef add(a, b):\n    return aux(a, b)\n</agent_1>"
+    good = ("<agent_0>\ndef aux(a, b):\n    return a + b\n</agent_0>\n"
+            "<agent_1>\ndef add(a, b):\n    return aux(a, b)\n</agent_1>")
     bad = "<agent_0>\nprint('hi')\n</agent_0>"
     team = [_sample(comp, 0, good), _sample(comp, 0, bad)]
     before = _logp(comp, team)

@@ -13,7 +13,8 @@ from comlrl.viz.tree_html import build_html, render
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(chromium() is None, reason="headless Chromium not installed (Debian: apt-get install -y chromium)"),
+    pytest.mark.skipif(chromium() is None,
+                       reason="headless Chromium not installed (Debian: apt-get install -y chromium)"),
 ]
 
 PRUNED_FILL = (0xFC, 0xE8, 0xE6)  # .node.pruned rect

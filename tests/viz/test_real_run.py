@@ -13,8 +13,8 @@ from viz_helpers import NODE_RE, PYTHON, ROOT, chromium, run_chromium
 pytestmark = pytest.mark.slow
 
 TINY = ["model.name=tiny-random", "model.max_new_tokens=8", "dataset.eval_size=2", "training.torch_threads=1",
-        "training.steps=1", "logging.progress_bar=false", "rollout.engine=hf", "evaluation.samples=1", "evaluation.greedy=true",
-        "training.trees_per_step=1"]
+        "training.steps=1", "logging.progress_bar=false", "rollout.engine=hf", "evaluation.samples=1",
+        "evaluation.greedy=true", "training.trees_per_step=1"]
 
 
 def run(args: list[str], timeout: int = 900) -> subprocess.CompletedProcess:

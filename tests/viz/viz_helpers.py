@@ -61,7 +61,8 @@ def synthetic_records(step: int = 1, mode: str = "align", num_agents: int = 2, g
     return node_records(roots, step, prefix if prefix is not None else f"s{step}r0t", num_agents)
 
 
-def write_run(run_dir: Path, steps: dict[int, list[NodeRecord]] | None = None, metrics: list[dict] | None = None) -> Path:
+def write_run(run_dir: Path, steps: dict[int, list[NodeRecord]] | None = None,
+              metrics: list[dict] | None = None) -> Path:
     """A run directory with trees.jsonl (step -> records) and/or metrics.jsonl lines."""
     run_dir.mkdir(parents=True, exist_ok=True)
     if steps is not None:

@@ -13,7 +13,8 @@ Both score a finished trajectory on four criteria, 0-10 each:
     openai:<model> | anthropic:<model> | deepseek:<model>
     openai-compatible:<model>@<base_url> | ollama:<model>@<base_url>
     local:<path or alias>                   an LLMJudge on that chat client
-    <provider>:<model>                      the same on a provider registered with `comlrl.config.registry.register_provider`
+    <provider>:<model>                      the same on a provider registered with
+                                            `comlrl.config.registry.register_provider`
     <name>[:<arg>]                          a judge registered with `register_judge`
 
 An LLM judge answers with a JSON object; a reply that is not one, a score outside 0-10, a timeout or an
@@ -237,8 +238,8 @@ class LLMJudge(Judge):
     def score_many(self, requests: Sequence[JudgeRequest]) -> list[JudgeScores]:
         if not requests:
             return []
-        parsed = self.client.complete_many([judge_messages(r, self.system_prompt) for r in requests], parse_judge_scores,
-                                           counter_prefix="judge")
+        parsed = self.client.complete_many([judge_messages(r, self.system_prompt) for r in requests],
+                                           parse_judge_scores, counter_prefix="judge")
         out: list[JudgeScores] = []
         for r, p in zip(requests, parsed, strict=True):
             if p is None:

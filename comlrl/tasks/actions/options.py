@@ -13,7 +13,8 @@ class ActionsTaskConfig:
     """Options of task.name=actions (docs/agentic-tasks.md)."""
 
     file: str | None = None  # task file (JSONL); null = the bundled comlrl/data/action_tasks.jsonl
-    judge: str = "rule"  # rule | openai:<m> | anthropic:<m> | openai-compatible:<m>@<url> | ollama:<m>@<url> | local:<m> | deepseek:<m>
+    judge: str = "rule"  # rule | openai:<m> | anthropic:<m> | openai-compatible:<m>@<url> | ollama:<m>@<url>
+                         # | local:<m> | deepseek:<m>
     judge_prompt: str | None = None  # a text file with the LLM judge's rubric (system prompt); null = built-in
     judge_reward: float = 2.0  # trajectory-end reward for a perfect judge score
     weight_completion: float = 0.5

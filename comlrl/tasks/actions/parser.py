@@ -124,7 +124,8 @@ def _split_action(obj: dict[str, Any]) -> tuple[Any, Any, str | None]:
     """(type, params, problem) of one action object in any accepted spelling."""
     type_key = next((k for k in TYPE_KEYS if k in obj), None)
     if type_key is None:
-        return None, None, f"an action needs an \"action\" field naming its type (keys seen: {', '.join(obj) or 'none'})"
+        return None, None, ("an action needs an \"action\" field naming its type "
+                            f"(keys seen: {', '.join(obj) or 'none'})")
     name = obj[type_key]
     param_key = next((k for k in PARAM_KEYS if k in obj), None)
     if param_key is not None:
@@ -166,7 +167,8 @@ def _parse(text: str, registry: ActionRegistry, max_actions: int) -> ParseResult
     for value, source in found:
         items = value if isinstance(value, list) else [value]
         if not items:
-            errors.append(ActionError("not_an_action", "an empty list holds no action", one_line(source, EXCERPT_CHARS)))
+            errors.append(ActionError("not_an_action", "an empty list holds no action",
+                                      one_line(source, EXCERPT_CHARS)))
         for obj in items:
             if not isinstance(obj, dict):
                 errors.append(ActionError("not_an_action", f"an action must be a JSON object, got {json_type(obj)}",
@@ -186,7 +188,8 @@ def _parse(text: str, registry: ActionRegistry, max_actions: int) -> ParseResult
                 continue
             schema_errors = registry.get(name).validate(params)  # type: ignore[union-attr]
             if schema_errors:
-                errors.append(ActionError("schema", f"{name}: " + "; ".join(schema_errors), one_line(source, EXCERPT_CHARS)))
+                errors.append(ActionError("schema", f"{name}: " + "; ".join(schema_errors),
+                                          one_line(source, EXCERPT_CHARS)))
                 continue
             actions.append(Action(name, dict(params), source))
     if len(actions) > max_actions:

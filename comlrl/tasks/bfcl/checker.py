@@ -87,7 +87,8 @@ def _verdict(result: dict[str, Any]) -> Verdict:
 def language_of(category: str) -> Any:
     """The checker's language for a category (BFCL's own rule: simple_java, simple_javascript, else Python)."""
     lang = bfcl().enums.Language
-    return lang.JAVA if category.endswith("java") else lang.JAVASCRIPT if category.endswith("javascript") else lang.PYTHON
+    return (lang.JAVA if category.endswith("java")
+            else lang.JAVASCRIPT if category.endswith("javascript") else lang.PYTHON)
 
 
 def ast_verdict(functions: list[dict], decoded: list[dict], gold: list[dict], category: str) -> Verdict:

@@ -75,7 +75,8 @@ def gold_answer(problem: BfclProblem) -> str | None:
     calls = []
     for call in problem.gold:
         for name, params in call.items():
-            args = {k: next(v for v in allowed if v != "") for k, allowed in params.items() if any(v != "" for v in allowed)}
+            args = {k: next(v for v in allowed if v != "")
+                    for k, allowed in params.items() if any(v != "" for v in allowed)}
             if not all(_plain(v) for v in args.values()):
                 return None
             calls.append(f"{name}({', '.join(f'{k}={v!r}' for k, v in args.items())})")

@@ -117,7 +117,8 @@ def backend_classes() -> dict[str, type]:
     for name in MULTI_TURN_CLASSES:
         [cls] = [getattr(m, name) for m in modules if hasattr(m, name)]
         if cls.__module__ != b.backends.CLASS_FILE_PATH_MAPPING[name]:
-            raise RuntimeError(f"BFCL's {name} lives in {b.backends.CLASS_FILE_PATH_MAPPING[name]}, not {cls.__module__}")
+            raise RuntimeError(f"BFCL's {name} lives in {b.backends.CLASS_FILE_PATH_MAPPING[name]}, "
+                               f"not {cls.__module__}")
         out[name] = cls
     return out
 

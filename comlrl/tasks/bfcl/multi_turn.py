@@ -81,13 +81,15 @@ class BfclMultiTurnConfig:
 
     categories: list[str] = field(default_factory=lambda: ["multi_turn_base"])  # BFCL multi-turn categories
     roles: list[str] = field(default_factory=lambda: ["caller"])  # one per agent (= magrpo.num_agents)
-    docs: str = "brief"  # function documents: brief (one line each, first sentence) | compact | json (BFCL's own, ~7k tokens for two classes)
+    docs: str = "brief"  # function documents: brief (one line each, first sentence) | compact | json
+                         # (BFCL's own, ~7k tokens for two classes)
     examples: bool = True  # a solved first user turn of a training entry with the same classes, before the question
     max_user_turns: int | None = None  # entries with more user turns are left out; null = magrpo.num_turns
     cut_longer: bool = False  # true: entries with more user turns are cut to their first max_user_turns instead
     classes: list[str] | None = None  # keep entries whose involved classes are all listed; null = all
     step_timeout_s: float = 10.0  # per joint action (its calls and the checker); past it: "execution timed out"
-    max_turn_calls: int | None = None  # keep entries whose every kept user turn's ground truth has at most this many calls
+    max_turn_calls: int | None = None  # keep entries whose every kept user turn's ground truth has
+                                       # at most this many calls
     format_reward: float = 0.1  # some call decoded on a turn whose ground truth has calls
     call_reward: float = 0.3  # x the ground truth calls matched by name and arguments (shaping; see the docstring)
     error_penalty: float = 0.1  # x the share of the turn's calls that failed
@@ -232,7 +234,8 @@ class BfclMultiTurnTask(Task):
                 raise DatasetError(f"task.bfcl_multi_turn: no {category} entry has at most {self.cfg.max_user_turns} "
                                    f"user turns, only the classes {self.cfg.classes} and at most "
                                    f"{self.cfg.max_turn_calls} calls a turn")
-            size = int(dataset_cfg.eval_size) * (i + 1) // len(categories) - int(dataset_cfg.eval_size) * i // len(categories)
+            size = (int(dataset_cfg.eval_size) * (i + 1) // len(categories)
+                    - int(dataset_cfg.eval_size) * i // len(categories))
             tr, ev = split_problems(problems, size, int(dataset_cfg.seed))  # type: ignore[arg-type]
             train += tr  # type: ignore[arg-type]
             evals += ev  # type: ignore[arg-type]
@@ -349,7 +352,8 @@ class BfclMultiTurnTask(Task):
         return out
 
     def _components(self, decoded: Sequence[Any], user_turn: int) -> dict[str, float]:
-        return {"checker": 0.0, "format": 0.0, "calls_matched": 0.0, "errors_share": 0.0, "decoded": float(any(d.calls for d in decoded)),
+        return {"checker": 0.0, "format": 0.0, "calls_matched": 0.0, "errors_share": 0.0,
+                "decoded": float(any(d.calls for d in decoded)),
                 "exact_format": float(bool(decoded) and all(d.exact for d in decoded)), "calls": 0.0,
                 "call_errors": 0.0, "user_turn": float(user_turn), "timed_out": 0.0, "after_end": 0.0}
 

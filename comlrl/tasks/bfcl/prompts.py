@@ -66,7 +66,8 @@ def share_instruction(agent: int, num_agents: int) -> str:
 
 def worked_example(functions: Sequence[dict], question: str, answer: str, docs: str) -> list[dict[str, str]]:
     """A solved entry as one exchange: its functions and question, then its gold calls as the reply."""
-    return [{"role": "user", "content": f"Example functions:\n{function_docs(functions, docs)}\nExample question: {question}"},
+    return [{"role": "user", "content": f"Example functions:\n{function_docs(functions, docs)}\n"
+                                        f"Example question: {question}"},
             {"role": "assistant", "content": answer}]
 
 

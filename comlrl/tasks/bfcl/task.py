@@ -82,13 +82,14 @@ class BfclTask(Task):
         o = options
         bad = [c for c in o.categories if c not in SINGLE_TURN_CATEGORIES]
         if not o.categories or bad:
-            raise ConfigError(f"config error: task.bfcl.categories={list(o.categories)!r} is not allowed; expected some "
-                              f"of: {', '.join(SINGLE_TURN_CATEGORIES)} (multi-turn: task.name=bfcl_multi_turn)")
+            raise ConfigError(f"config error: task.bfcl.categories={list(o.categories)!r} is not allowed; expected "
+                              f"some of: {', '.join(SINGLE_TURN_CATEGORIES)} (multi-turn: task.name=bfcl_multi_turn)")
         if o.docs not in prompts.DOC_STYLES:
             raise ConfigError(f"config error: task.bfcl.docs={o.docs!r} is not allowed; expected one of: "
                               f"{', '.join(prompts.DOC_STYLES)}")
         if o.examples < 0:
-            raise ConfigError(f"config error: task.bfcl.examples={o.examples!r} is not allowed; expected an integer >= 0")
+            raise ConfigError(f"config error: task.bfcl.examples={o.examples!r} is not allowed; "
+                              "expected an integer >= 0")
         check_roles_and_weights("task.bfcl", o.roles, {"format_reward": o.format_reward, "count_reward": o.count_reward,
                                              "schema_reward": o.schema_reward, "argument_reward": o.argument_reward,
                                              "duplicate_penalty": o.duplicate_penalty, "lazy_penalty": o.lazy_penalty})
@@ -113,7 +114,8 @@ class BfclTask(Task):
         categories = list(dict.fromkeys(self.cfg.categories))
         for i, category in enumerate(categories):
             problems = load_category(category)
-            size = int(dataset_cfg.eval_size) * (i + 1) // len(categories) - int(dataset_cfg.eval_size) * i // len(categories)
+            size = (int(dataset_cfg.eval_size) * (i + 1) // len(categories)
+                    - int(dataset_cfg.eval_size) * i // len(categories))
             tr, ev = split_problems(problems, size, int(dataset_cfg.seed))  # type: ignore[arg-type]
             self.examples[category] = self._solved(tr, self.cfg.examples + 1)  # type: ignore[arg-type]
             train += tr  # type: ignore[arg-type]
@@ -181,6 +183,7 @@ class BfclTask(Task):
             verdict = path.reward.verdict
             note = ("BFCL accepted the calls. Answer again with the same calls." if verdict.valid else
                     f"BFCL did not accept the team's calls ({verdict.error_type}). Answer again with corrected calls.")
-            out.append([[*first, {"role": "assistant", "content": path.history[a][-1]}, {"role": "user", "content": note}]
+            out.append([[*first, {"role": "assistant", "content": path.history[a][-1]},
+                         {"role": "user", "content": note}]
                         for a, first in enumerate(self.initial_messages(path.problem))])
         return out

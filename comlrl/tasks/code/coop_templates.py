@@ -182,7 +182,8 @@ COMBINERS: tuple[Combiner, ...] = (
              "Return a list with aux({v}), the {name}, of each {v} in {vs}, in order.",
              "    return [aux({v}) for {v} in {vs}]\n", _lists(True)),
     Combiner("best", lambda r: _number(r) and not r.monotone, "best_by_{tag}", "{vs}: list[{t}]", "{t}",
-             "Return the {v} in {vs} with the highest aux({v}), its {name} (the first one on a tie); {vs} is never empty.",
+             "Return the {v} in {vs} with the highest aux({v}), its {name} (the first one on a tie); "
+             "{vs} is never empty.",
              "    return max({vs}, key=lambda {v}: aux({v}))\n", _lists(False)),
     Combiner("pair", _number, "pair_{tag}", "a: {t}, b: {t}", "int",
              "Return aux(a) + aux(b): the {name} of a plus the {name} of b.", "    return aux(a) + aux(b)\n",

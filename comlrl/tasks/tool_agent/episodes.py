@@ -112,7 +112,8 @@ class Episode:
             "think_blocks": sum(r.analysis.think_blocks for r in rounds),
             "tool_calls": len(calls),
             "malformed_calls": sum(r.analysis.kind == "bad_call" for r in rounds),
-            "repaired_calls": sum(r.analysis.kind == "tool_call" and r.analysis.call_repair != "strict" for r in rounds),
+            "repaired_calls": sum(r.analysis.kind == "tool_call" and r.analysis.call_repair != "strict"
+                                  for r in rounds),
             "fake_responses": sum(r.analysis.fake_responses for r in rounds),
             "extra_calls_dropped": sum(r.analysis.extra_calls for r in rounds),
             "code_iterations": iterations,

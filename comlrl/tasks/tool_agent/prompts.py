@@ -25,7 +25,8 @@ and give the final answer: the complete function in one ```python block.
 Example:
 <think>
 I return twice the input and print one case to check it.
-<tool_call>{"name": "python", "arguments": {"code": "def double(x):\\n    return 2 * x\\n\\nprint(double(3))"}}</tool_call>"""
+<tool_call>{"name": "python", "arguments": \
+{"code": "def double(x):\\n    return 2 * x\\n\\nprint(double(3))"}}</tool_call>"""
 
 TOOL_INSTRUCTIONS = (
     "Write the complete function from the problem, with the same name and signature. Test it with the "
@@ -37,7 +38,8 @@ def initial_messages(problem: Problem) -> Messages:
     """System prompt, then the problem and what to write."""
     return [
         {"role": "system", "content": TOOL_SYSTEM_PROMPT},
-        {"role": "user", "content": f"{problem_text(problem.prompt)}\n\n{TOOL_INSTRUCTIONS}\nWrite `{problem.entry_point}`."},
+        {"role": "user", "content": f"{problem_text(problem.prompt)}\n\n{TOOL_INSTRUCTIONS}\n"
+                                    f"Write `{problem.entry_point}`."},
     ]
 
 

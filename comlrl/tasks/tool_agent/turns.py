@@ -220,7 +220,8 @@ def turn_reward(
     total = int(result.total) if result is not None else 0
     comp = {"tests": passed / total if total else 0.0, "format": 0.0, "reasoning": 0.0, "fake_response": 0.0}
     answer_compiles = result is not None and result.status != "syntax_error"
-    if (analysis.kind == "final" and answer_compiles) or (analysis.kind == "tool_call" and analysis.call_repair == "strict"):
+    if ((analysis.kind == "final" and answer_compiles)
+            or (analysis.kind == "tool_call" and analysis.call_repair == "strict")):
         comp["format"] = format_weight
     elif analysis.kind == "tool_call":
         comp["format"] = format_weight / 2

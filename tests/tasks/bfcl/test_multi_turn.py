@@ -64,7 +64,8 @@ def test_registered_and_options_checked():
                      (BfclMultiTurnConfig(max_user_turns=0), "max_user_turns"),
                      (BfclMultiTurnConfig(max_turn_calls=0), "max_turn_calls"),
                      (BfclMultiTurnConfig(call_reward=-0.1), "call_reward"),
-                     (BfclMultiTurnConfig(roles=["a", "a"]), "roles"), (BfclMultiTurnConfig(error_penalty=-1), "error")):
+                     (BfclMultiTurnConfig(roles=["a", "a"]), "roles"),
+                     (BfclMultiTurnConfig(error_penalty=-1), "error")):
         with pytest.raises(ConfigError, match=rf"^config error: task\.bfcl_multi_turn\.{key}"):
             BfclMultiTurnTask.validate_options(bad)
     assert BfclMultiTurnTask.resolve_options(BfclMultiTurnConfig(), 3).max_user_turns == 3
@@ -172,7 +173,8 @@ def test_bad_output_is_an_observation_and_a_low_reward(task, problems, reply, ob
     assert reward.total < 0.2  # at most a little shaping (a right name) against the pass's 1.0
     shown = task.observation(p, state)
     assert observed in shown and p.turns[1][0]["content"] in shown
-    assert state.answered == 1 and fs(state)._current_dir.contents.keys() == fs(task.initial_state(p))._current_dir.contents.keys()
+    assert (state.answered == 1
+            and fs(state)._current_dir.contents.keys() == fs(task.initial_state(p))._current_dir.contents.keys())
 
 
 def test_a_runaway_call_times_out_and_the_next_request_works(problems):
@@ -189,7 +191,8 @@ def test_a_runaway_call_times_out_and_the_next_request_works(problems):
         assert ok.all_passed and s_ok.answered == 1
         assert slow.total == -t.error_penalty and slow.components["timed_out"] == 1 and not slow.all_passed
         assert s_slow.answered == 0 and s_slow.instances == root.instances and s_slow.note == "execution timed out"
-        assert "execution timed out" in t.observation(p, s_slow) and p.turns[0][0]["content"] in t.observation(p, s_slow)
+        assert ("execution timed out" in t.observation(p, s_slow)
+                and p.turns[0][0]["content"] in t.observation(p, s_slow))
         assert s_add.last == ((("add(a=1, b=2)", '{"result": 3}'),),)  # the batch's rest ran in a fresh process
         assert t.scorer.timeouts == 1 and t.scorer.starts == 2
         assert step(t, p, s_ok, "[echo(content='x', file_name='DataSet1.csv')]")[1].answered == 2
@@ -247,7 +250,8 @@ def test_a_tiny_model_trains_on_the_multi_turn_environment(tmp_path):
     trees = [json.loads(x) for x in (run / "trees.jsonl").read_text().splitlines()]
     by_turn = {t: [n for n in trees if n["turn"] == t] for t in (1, 2)}
     assert len(by_turn[1]) == 1 and len(by_turn[2]) == 2
-    keys = {t: {d["notes"][0].split()[1] for n in nodes for d in n["reward_details"] if not d["components"]["after_end"]}
+    keys = {t: {d["notes"][0].split()[1] for n in nodes for d in n["reward_details"]
+                if not d["components"]["after_end"]}
             for t, nodes in by_turn.items()}
     assert keys[1] and keys[1].isdisjoint(keys[2])  # each turn-2 node acted on its parent's state, left a new one
     question = by_turn[1][0]["prompts"][0][-2]
@@ -291,7 +295,8 @@ def test_the_calls_matched_component_is_shaping_beside_the_checkers_pass(task, p
     p = problems["multi_turn_base_2"]
     gold = "[" + ", ".join(p.gold[0]) + "]"
     right, _ = step(task, p, task.initial_state(p), gold)
-    assert right.components["calls_matched"] == 1.0 and right.total == pytest.approx(1 + task.format_reward + task.call_reward)
+    assert (right.components["calls_matched"] == 1.0
+            and right.total == pytest.approx(1 + task.format_reward + task.call_reward))
     name_only, _ = step(task, p, task.initial_state(p), "[" + p.gold[0][0].split("(")[0] + "()]")
     assert name_only.components["calls_matched"] > 0 and not name_only.passed
 
