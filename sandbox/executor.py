@@ -8,11 +8,11 @@ once, inside bubblewrap when available (`sandbox.isolation`); it forks a judge a
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import logging
 import os
 import queue
+import secrets
 import select
 import shutil
 import signal
@@ -43,7 +43,29 @@ WALL_BACKSTOP_FACTOR, WALL_CAP_PER_BACKSTOP = 5.0, 4.0
 _WORKER_START_TIMEOUT_S = 30.0
 _RESULT_GRACE_S = 15.0  # past the wall-clock cap, before the parent declares the worker dead (covers cleanup)
 _MAX_JOBS_PER_WORKER = 20_000  # then the worker is replaced (~0.3 s), bounding what the judge accumulates
-_uid_counter = itertools.count()
+UID_SPAN = 1_000_000  # private uids are drawn from [uid_base, uid_base + UID_SPAN)
+
+
+def free_uid(base: int) -> int:
+    """A uid no live process holds, drawn at random: two sandboxes on one machine (data-parallel ranks, test
+    workers) never share one, so one's cleanup (kill(-1) as that uid) cannot reach the other's runs."""
+    while True:
+        uid = base + secrets.randbelow(UID_SPAN)
+        if not _uid_in_use(uid):
+            return uid
+
+
+def _uid_in_use(uid: int) -> bool:
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/status") as f:
+                    text = f.read()
+            except OSError:
+                continue
+            if "Uid:" in text and int(text.split("Uid:", 1)[1].split()[0]) == uid:
+                return True
+    return False
 _lock = threading.Lock()
 
 
@@ -80,7 +102,7 @@ class _Worker:
         self.level = level
         self.proc: subprocess.Popen | None = None
         root = os.geteuid() == 0
-        uid = uid_base + (os.getpid() * 7 + next(_uid_counter)) % 500 if root else None
+        uid = free_uid(uid_base) if root else None
         self.base: str | None = None
         if level == "bwrap":
             cfg = {"scratch": "/tmp/run", "io_dir": "/tmp/.io", "uid": uid, "pid_ns": True, "prctl": not root}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import pytest
@@ -162,3 +163,17 @@ def test_works_from_a_process_with_more_than_1024_fds() -> None:
         for fd in fds:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_private_uid_is_one_no_live_process_holds(monkeypatch) -> None:
+    """Two sandboxes on one machine (data-parallel ranks, test workers) must never share a uid: one's cleanup
+    kills every process of its uid. The draw skips a uid in use and spans 10^6 uids above the base."""
+    from sandbox import executor
+
+    draws = iter([7, 7, 42])
+    monkeypatch.setattr(executor.secrets, "randbelow", lambda n: next(draws) if n == executor.UID_SPAN else 0)
+    taken = {65007}
+    monkeypatch.setattr(executor, "_uid_in_use", lambda uid: uid in taken)
+    assert executor.free_uid(65000) == 65042
+    monkeypatch.undo()
+    assert executor._uid_in_use(os.getuid()) and not executor._uid_in_use(65000 + executor.UID_SPAN + 1)
