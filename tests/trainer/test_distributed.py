@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from trainer_helpers import TINY, VENV_BIN, assert_trained, check_world_of_two, metrics, train
+from trainer_helpers import TINY, VENV_BIN, assert_trained, check_world_of_two, free_port, metrics, train
 
 pytestmark = pytest.mark.slow
 
@@ -71,7 +71,7 @@ def test_deepspeed_configs_launch_from_any_directory(tmp_path, tiny_model, stage
 
     elsewhere, run = tmp_path / "elsewhere", tmp_path / "run"
     elsewhere.mkdir()
-    cmd = [str(VENV_BIN / "accelerate"), "launch", "--config_file",
+    cmd = [str(VENV_BIN / "accelerate"), "launch", "--main_process_port", str(free_port()), "--config_file",
            str(ROOT / "configs" / "accelerate" / f"deepspeed_zero{stage}.yaml"), str(ENTRY),
            "--config", str(ROOT / "configs" / "align_T2_G4.yaml"), *TINY, "training.steps=1",
            f"training.output_dir={run}"]

@@ -53,18 +53,6 @@ def test_resume_of_a_directory_without_a_config_says_so(tmp_path):
 
 
 @pytest.mark.slow
-def test_overwrite_replaces_the_earlier_run(tmp_path, tiny_model):
-    run = tmp_path / "run"
-    (run / "checkpoints" / "step-9").mkdir(parents=True)
-    (run / "metrics.jsonl").write_text('{"step": 9}\n')
-    res = train(["--config", "configs/align_T2_G4.yaml", *TINY, "training.steps=1", f"training.output_dir={run}",
-                 "training.overwrite=true"])
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert [r["step"] for r in metrics(run)] == [0, 1]
-    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-1"]
-
-
-@pytest.mark.slow
 def test_resume_dir_alone_reads_its_config(tmp_path, tiny_model):
     """`--resume DIR` without --config: the run's own config.yaml (a tiny model, not the default one)."""
     run = tmp_path / "run"
@@ -81,16 +69,21 @@ def test_resume_dir_alone_reads_its_config(tmp_path, tiny_model):
 
 
 @pytest.mark.slow
-def test_wandb_offline_run_writes_its_files(tmp_path, tiny_model):
+def test_overwrite_replaces_the_earlier_run_and_wandb_offline_writes_its_files(tmp_path, tiny_model):
+    """One run shows both (a run's fixed cost is most of either test): training.overwrite=true over an earlier
+    run's outputs, with an offline W&B run."""
     pytest.importorskip("wandb")
     run = tmp_path / "run"
+    (run / "checkpoints" / "step-9").mkdir(parents=True)
+    (run / "metrics.jsonl").write_text('{"step": 9}\n')
     wandb_home = tmp_path / "wandb-home"
     extra = {"WANDB_MODE": "offline", "WANDB_DIR": str(wandb_home), "WANDB_CONFIG_DIR": str(wandb_home / "config"),
              "WANDB_CACHE_DIR": str(wandb_home / "cache"), "WANDB_DATA_DIR": str(wandb_home / "data"),
              "WANDB_SILENT": "true"}
     res = train(["--config", "configs/align_T2_G4.yaml", *TINY, "training.steps=1", f"training.output_dir={run}",
-                 "logging.wandb=true", "logging.wandb_project=comlrl-test"], extra_env=extra)
+                 "logging.wandb=true", "logging.wandb_project=comlrl-test", "training.overwrite=true"], extra_env=extra)
     assert res.returncode == 0, res.stderr[-3000:]
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-1"]  # the earlier run's are gone
     [offline] = list((run / "wandb").glob("offline-run-*"))
     [record] = list(offline.glob("run-*.wandb"))  # the run's protobuf record, what `wandb sync` uploads
     data = record.read_bytes()

@@ -19,11 +19,24 @@ def _adapter(run, agent):
     return load_file(str(path))
 
 
+@pytest.fixture(scope="module")
+def two_step_run(tmp_path_factory, tiny_model):
+    """A 2-step run per shipped mode config, trained once and read by every test that only reads a run."""
+    done = {}
+
+    def get(mode):
+        if mode not in done:
+            run = tmp_path_factory.mktemp(mode) / mode
+            done[mode] = run, train(["--config", f"configs/{mode}_T2_G4.yaml", *TINY, "training.steps=2",
+                                     f"training.output_dir={run}"])
+        return done[mode]
+
+    return get
+
+
 @pytest.mark.parametrize("mode,nodes,rewards", [("align", 5, 20), ("cross", 17, 272)])
-def test_training_updates_adapters_and_counts_match(tmp_path, tiny_model, mode, nodes, rewards):
-    run = tmp_path / mode
-    res = train(["--config", f"configs/{mode}_T2_G4.yaml", *TINY, "training.steps=2",
-                 f"training.output_dir={run}"])
+def test_training_updates_adapters_and_counts_match(two_step_run, mode, nodes, rewards):
+    run, res = two_step_run(mode)
     assert res.returncode == 0, res.stderr[-3000:]
     lines = metrics(run)
     assert [r["step"] for r in lines] == [0, 1, 2]  # step 0 = the evaluation before training
@@ -52,12 +65,11 @@ def test_training_updates_adapters_and_counts_match(tmp_path, tiny_model, mode, 
     assert "done: 2 steps; outputs in" in res.stdout
 
 
-def test_final_adapters_load_with_plain_peft(tmp_path, tiny_model):
+def test_final_adapters_load_with_plain_peft(two_step_run, tiny_model):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    run = tmp_path / "r"
-    res = train(["--config", "configs/align_T2_G4.yaml", *TINY, "training.steps=1", f"training.output_dir={run}"])
+    run, res = two_step_run("align")  # the run of test_training_updates_adapters_and_counts_match[align]
     assert res.returncode == 0, res.stderr[-3000:]
     base = AutoModelForCausalLM.from_pretrained(tiny_model)
     model = PeftModel.from_pretrained(base, str(run / "final" / "agent1"))
