@@ -127,19 +127,23 @@ def train(config: RunConfig | str | Path | None = None, overrides: Sequence[str]
     if reward_weights is not None:
         cfg.task.reward_weights = [float(w) for w in reward_weights]
     out = Path(cfg.training.output_dir).resolve()
+    rows = None
     if dataset is not None:
         if cfg.training.resume:
             raise ConfigError(f"config error: dataset: training.resume=true reads the run's own {out / DATASET_FILE}; "
                               "pass dataset=None to resume")
         rows = _rows(dataset)
         cfg.dataset.name, cfg.dataset.path = "hf", str(out / DATASET_FILE)
-        validate(cfg)
-        check_output_dir(cfg)  # before writing: an earlier run's files are never touched unasked
-        write_rows(rows, out / DATASET_FILE)
-    else:
-        validate(cfg)
+    validate(cfg)
+    check_output_dir(cfg)  # before writing: an earlier run's files are never touched unasked
+    from comlrl.run.guard import taken_back_on_failure
     from comlrl.run.trainer import run  # torch and the models load only now
 
-    run(cfg)
+    # a run that fails before its first step takes back what it wrote (dataset.jsonl included), as the CLI does,
+    # so the fixed call is not refused as "already holds a run"
+    with taken_back_on_failure(cfg):
+        if rows is not None:
+            write_rows(rows, out / DATASET_FILE)
+        run(cfg)
     lines = (out / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if (out / "metrics.jsonl").exists() else []
     return TrainResult(cfg, out, [json.loads(line) for line in lines if line.strip()])

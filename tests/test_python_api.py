@@ -103,3 +103,47 @@ def test_the_documented_example_trains_and_returns_metrics_and_paths(tmp_path: P
     assert "- __main__:correct" in config and f"path: {run / 'dataset.jsonl'}" in config
     trees = [json.loads(x) for x in (run / "trees.jsonl").read_text().splitlines()]
     assert all({"correct", "concise"} <= set(d["components"]) for t in trees for d in t["reward_details"])
+
+
+FAILS_THEN_TRAINS = """
+import json, sys
+from pathlib import Path
+from comlrl import load_config, train
+
+def broken(completions, **kwargs):
+    raise RuntimeError("a reward that fails on purpose")
+
+def length(completions, **kwargs):
+    return [len(c) / 100 for c in completions]
+
+run = Path(sys.argv[1])
+cfg = load_config(None, ["task.name=text", "magrpo.num_agents=1", "magrpo.num_turns=1", "model.name=tiny-random",
+                         "model.max_new_tokens=4", "dataset.eval_size=1", "evaluation.samples=1",
+                         "evaluation.probe_problems=0", "training.steps=1", "logging.progress_bar=false",
+                         f"training.output_dir={run}"])
+rows = [{"prompt": f"Say {i}"} for i in range(4)]
+try:
+    train(cfg, dataset=rows, reward_funcs=[broken])
+except Exception as exc:
+    print("failed:", str(exc).splitlines()[0][:200])
+print("left:", json.dumps(sorted(p.name for p in run.iterdir()) if run.exists() else None))
+result = train(cfg, dataset=rows, reward_funcs=[length])
+print("steps:", json.dumps([m["step"] for m in result.metrics]))
+"""
+
+
+@pytest.mark.slow
+def test_a_run_that_fails_before_its_first_step_takes_back_its_files_so_the_fixed_call_runs(tmp_path: Path) -> None:
+    """train() left config.yaml, dataset.jsonl and tensorboard/ behind, and the fixed call was refused as
+    "already holds a run" (the command line took them back already)."""
+    script = tmp_path / "script.py"
+    script.write_text(FAILS_THEN_TRAINS)
+    env = {"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
+           "PATH": "/usr/bin:/bin", "HOME": str(Path.home())}
+    res = subprocess.run([sys.executable, str(script), str(tmp_path / "run")], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stderr[-3000:]
+    lines = dict(line.split(": ", 1) for line in res.stdout.splitlines() if ": " in line)
+    assert "a reward that fails on purpose" in lines["failed"]
+    assert json.loads(lines["left"]) is None  # the run made the folder: it is gone with what it wrote
+    assert json.loads(lines["steps"]) == [0, 1]

@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     from comlrl.console import quiet_console
 
     quiet_console()  # before torch, transformers and vLLM are imported: some of it is read at import
-    from comlrl.run.guard import INTERRUPTED, Interrupted, guarded_run
+    from comlrl.run.guard import Interrupted, guarded_run
     from comlrl.run.trainer import USER_ERRORS, run
 
     try:
@@ -73,10 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     except RunStopped as exc:  # a part it depends on died mid-run: which, and the checkpoint that is intact
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    except Interrupted as exc:  # Ctrl-C: where it stopped and how to resume, in one line
+    except Interrupted as exc:  # Ctrl-C or SIGTERM: where it stopped and how to resume, in one line
         if str(exc):
             print(exc, file=sys.stderr)
-        return INTERRUPTED
+        return exc.status
 
 
 if __name__ == "__main__":

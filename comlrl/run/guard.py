@@ -10,7 +10,8 @@
   it, where the run stopped and the checkpoint that is intact.
 * Ctrl-C ends with one line, the step it stopped in, the checkpoint that is intact and how to resume, and the
   shell's exit status for it (130), instead of the tracebacks of every library on the stack. A second Ctrl-C
-  while the run closes its engine and sandbox exits at once with the same line.
+  while the run closes its engine and sandbox exits at once with the same line. SIGTERM (what `timeout`,
+  SLURM and Kubernetes send) is treated the same way, as `terminated ...` with status 143.
 
 The state is read from what the run wrote (metrics.jsonl: one line per finished step; checkpoints/), so the
 loop needs no hooks. Only rank 0 prints and takes files back, as only rank 0 writes them.
@@ -23,7 +24,8 @@ import os
 import shutil
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
@@ -34,11 +36,18 @@ from comlrl.run.checkpoint import checkpoint_step, latest_checkpoint
 from comlrl.run.outputs import OUTPUTS
 
 INTERRUPTED = 130  # 128 + SIGINT: what a shell reports for a command stopped by Ctrl-C
+TERMINATED = 143  # 128 + SIGTERM
+STOPS = {signal.SIGINT: ("interrupted", INTERRUPTED), signal.SIGTERM: ("terminated", TERMINATED)}
 WRITTEN = tuple(OUTPUTS.values())  # top-level names a run writes (plus tree_step<k>.html)
 
 
 class Interrupted(Exception):
-    """Ctrl-C: str() is the one line to print (empty on ranks > 0, which stay quiet)."""
+    """Ctrl-C or SIGTERM: str() is the one line to print (empty on ranks > 0, which stay quiet); `status` the
+    exit status the shell expects for the signal."""
+
+    def __init__(self, line: str, status: int = INTERRUPTED) -> None:
+        super().__init__(line)
+        self.status = status
 
 
 def check_resume(cfg: RunConfig) -> str | None:
@@ -127,40 +136,50 @@ def _remove(path: Path) -> None:
         path.unlink()
 
 
+@contextmanager
+def taken_back_on_failure(cfg: RunConfig) -> Iterator[None]:
+    """What a fresh run creates in its output_dir inside this block is taken back when the block fails before
+    the run's first step (entered before anything is written: the Python API writes dataset.jsonl first)."""
+    created = _Created(Path(cfg.training.output_dir)) if launcher_rank() == 0 and not cfg.training.resume else None
+    try:
+        yield
+    except BaseException:
+        if created:
+            created.take_back()
+        raise
+
+
 def guarded_run(cfg: RunConfig, run: Callable[[RunConfig], int]) -> int:
-    """`run(cfg)` with the promises of this module; raises Interrupted on Ctrl-C (the caller prints it).
-    Call it from the main thread, the only one Python lets install signal handlers (the CLI's)."""
+    """`run(cfg)` with the promises of this module; raises Interrupted on Ctrl-C or SIGTERM (the caller prints
+    it). Call it from the main thread, the only one Python lets install signal handlers (the CLI's)."""
     nothing = check_resume(cfg)
     if nothing:
         print(nothing)
         return 0
     main = launcher_rank() == 0
-    created = _Created(Path(cfg.training.output_dir)) if main and not cfg.training.resume else None
+    received: list[int] = []
 
-    def second_interrupt(signum: int, frame: FrameType | None) -> None:  # closing is stuck: leave now
+    def second_signal(signum: int, frame: FrameType | None) -> None:  # closing is stuck: leave now
+        what, status = STOPS[signal.Signals(received[0])]
         if main:
-            print(stop_line(cfg), file=sys.stderr, flush=True)
-        os._exit(INTERRUPTED)
+            print(stop_line(cfg, what), file=sys.stderr, flush=True)
+        os._exit(status)
 
-    def first_interrupt(signum: int, frame: FrameType | None) -> None:
-        signal.signal(signal.SIGINT, second_interrupt)
+    def first_signal(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        for sig in STOPS:
+            signal.signal(sig, second_signal)
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGINT, first_interrupt)
+    previous = {sig: signal.signal(sig, first_signal) for sig in STOPS}
     try:
-        return run(cfg)
+        with taken_back_on_failure(cfg):
+            return run(cfg)
     except KeyboardInterrupt:
-        line = stop_line(cfg) if main else ""
-        if created:
-            created.take_back()
-        raise Interrupted(line) from None
+        what, status = STOPS[signal.Signals(received[0])] if received else STOPS[signal.SIGINT]
+        raise Interrupted(stop_line(cfg, what) if main else "", status) from None
     except RunStopped as exc:  # a part the run depends on failed: which, and where the run stands
-        if created:
-            created.take_back()
         raise type(exc)(f"{exc}; {stop_line(cfg, 'stopped')}") from None
-    except BaseException:
-        if created:
-            created.take_back()
-        raise
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

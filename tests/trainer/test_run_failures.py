@@ -50,6 +50,31 @@ def test_ctrl_c_mid_run_is_one_line_exit_130_and_the_checkpoint_resumes(tmp_path
 
 
 @pytest.mark.slow
+def test_sigterm_before_the_first_checkpoint_is_one_line_exit_143_and_nothing_blocks_the_same_command(tmp_path,
+                                                                                                      tiny_model):
+    """SIGTERM is what `timeout`, SLURM and Kubernetes send: it ended the run with status 143, no message, and
+    left config.yaml and tensorboard/ that refused the same command. Sent here during the evaluation before
+    step 1 (the run's files are written by then)."""
+    run = tmp_path / "run"
+    cmd = [sys.executable, str(ENTRY), *ARGS, "training.steps=1", f"training.output_dir={run}"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 600
+    while not (run / "config.yaml").is_file() or not (run / "tensorboard").is_dir():
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 143, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    assert err.strip().splitlines()[-1] == ("terminated during step 1; nothing was kept: the same command starts "
+                                            "the run again")
+    assert not run.exists()  # what the run created is taken back
+    again = train([*ARGS, "training.steps=1", f"training.output_dir={run}"])
+    assert again.returncode == 0, again.stderr[-3000:]
+
+
+@pytest.mark.slow
 def test_a_run_that_fails_before_its_first_step_leaves_nothing_that_blocks_a_rerun(tmp_path, tiny_model):
     """The reward fails in the evaluation before step 1, after config.yaml and tensorboard/ were opened."""
     run = tmp_path / "run"
