@@ -42,7 +42,8 @@ def previous_outputs(out: Path) -> list[str]:
 
 
 def check_output_dir(cfg: RunConfig) -> None:
-    """Refuse to start a new run over an earlier one's outputs unless resuming or told to overwrite."""
+    """Refuse to start a new run over an earlier one's outputs unless resuming or told to overwrite, and one
+    whose output_dir cannot be written (before a model loads, not at the first write after it)."""
     t = cfg.training
     found = previous_outputs(Path(t.output_dir))
     if found and not (t.resume or t.overwrite):
@@ -50,6 +51,30 @@ def check_output_dir(cfg: RunConfig) -> None:
             f"config error: training.output_dir={t.output_dir!r} already holds a run ({', '.join(found)}); "
             "resume it (--resume DIR), pass training.overwrite=true to replace it, or choose another output_dir"
         )
+    why = unwritable(Path(t.output_dir))
+    if why:
+        raise ConfigError(f"config error: training.output_dir={t.output_dir!r} cannot be written ({why}); "
+                          "choose a directory this user can write")
+
+
+def unwritable(out: Path) -> str | None:
+    """Why files cannot be made in `out` (None: they can), found by making the directory and a probe file in
+    it; what the probe made is removed again."""
+    made = [p for p in (out, *out.parents) if not p.exists()]
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".comlrl-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+        return None
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    finally:
+        for p in made:  # innermost first; a directory the run itself will make again
+            try:
+                p.rmdir()
+            except OSError:
+                pass
 
 
 def clear_previous(out: Path) -> None:

@@ -111,6 +111,17 @@ def test_resume_of_a_finished_run_says_so_and_changes_nothing(tmp_path, tiny_mod
     assert _files(run) == before  # config.yaml, metrics, trees, checkpoints, plots: byte for byte
 
 
+@pytest.mark.parametrize("where", ["/sys/kernel/comlrl-run", "/proc/comlrl-run"])
+def test_an_unwritable_output_dir_is_one_line_before_anything_loads(where):
+    """It was a 26-line PermissionError traceback after the model loaded."""
+    res = train([*ARGS, "training.steps=1", f"training.output_dir={where}"], timeout=300)
+    assert res.returncode == 2, res.stderr[-3000:]
+    [line] = res.stderr.strip().splitlines()
+    assert line.startswith(f"config error: training.output_dir='{where}' cannot be written (")
+    assert line.endswith("); choose a directory this user can write")
+    assert "sandbox" not in res.stderr and not Path(where).exists()
+
+
 def test_wandb_without_a_login_is_refused_before_anything_loads(tmp_path):
     pytest.importorskip("wandb")
     home, run = tmp_path / "home", tmp_path / "run"
