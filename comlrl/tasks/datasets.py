@@ -74,6 +74,18 @@ def _open_text(path: Path) -> IO[str]:
     return path.open("r", encoding="utf-8")
 
 
+def check_json_lines(path: Path) -> None:
+    """Every non-empty line of a JSON Lines file parses; else one `DatasetError` naming `file:line` (from 1),
+    as the jsonl loader reports it (the datasets library reports rows from 0, in three lines)."""
+    with _open_text(path) as f:
+        for lineno, line in enumerate(f, start=1):
+            if line.strip():
+                try:
+                    json.loads(line.rstrip("\r\n"))
+                except json.JSONDecodeError as exc:
+                    raise DatasetError(f"{path}:{lineno}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+
+
 def _problem_from_record(record: Any, where: str) -> Problem:
     if not isinstance(record, dict):
         raise DatasetError(f"{where}: expected a JSON object, got {type(record).__name__}")

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from comlrl.tasks.base import Problem
-from comlrl.tasks.datasets import DatasetError
+from comlrl.tasks.datasets import DatasetError, check_json_lines
 
 FILE_BUILDERS = {".parquet": "parquet", ".json": "json", ".jsonl": "json", ".csv": "csv"}
 EMPTY = "no problems found (empty table)"
@@ -45,6 +45,8 @@ def read_table(path: str, split: str = "train") -> Any:
                                ".gz) or a save_to_disk directory")
         if _is_empty(p, builder):  # the library fails on these with StopIteration or "no data"
             raise DatasetError(f"{path}: {EMPTY}")
+        if Path(p.name.removesuffix(".gz")).suffix == ".jsonl":
+            check_json_lines(p)
     if saved and _saved_is_empty(p):
         raise DatasetError(f"{path}: {EMPTY}")
     try:

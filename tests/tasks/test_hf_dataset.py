@@ -167,3 +167,14 @@ def test_an_empty_table_is_one_line_naming_it(tmp_path: Path, kind: str) -> None
     with pytest.raises(DatasetError) as exc:
         load(path)
     assert str(exc.value) == f"{path}: no problems found (empty table)"
+
+
+def test_a_malformed_jsonl_line_is_one_error_naming_file_and_line_from_one(tmp_path: Path, capfd) -> None:
+    """It was three lines of output (the datasets library's message twice, rows counted from 0), the last one
+    without the line number."""
+    path = write_jsonl(tmp_path / "mbpp.jsonl", MBPP[:2])
+    path.write_text(path.read_text() + '{"text": "broken", "code": \n')
+    with pytest.raises(DatasetError) as err:
+        load(path, *MBPP_FIELDS)
+    assert str(err.value) == f"{path}:3: invalid JSON (Expecting value at column 28)"
+    assert "Failed to load JSON" not in capfd.readouterr().err  # the library was never asked
