@@ -51,7 +51,7 @@ def test_paired_difference_verdicts_and_errors() -> None:
     assert paired_difference([1, 1, 1], [0, 0.1, 0]).verdict == "worse"
     assert paired_difference([0, 0.1, 0.2], [0.5, 0.6, 0.75]).verdict == "improved"
     one = paired_difference([0.2], [0.4])
-    assert one.delta == pytest.approx(0.2) and math.isinf(one.hi) and one.verdict == "within noise"
+    assert one.delta == pytest.approx(0.2) and math.isinf(one.hi) and one.verdict == "one problem gives no interval"
     with pytest.raises(ValueError, match="3 scores before, 2 after"):
         paired_difference([0, 0, 0], [1, 1])
     with pytest.raises(ValueError, match="at least one problem"):
@@ -110,7 +110,7 @@ def test_within_problem_difference_edges() -> None:
     flat = within_problem_difference([[1.0, 1.0]], [[1.0, 1.0]])
     assert (flat.delta, flat.lo, flat.hi, flat.verdict) == (0.0, 0.0, 0.0, "within noise")
     single = within_problem_difference([[0.0]], [[1.0]])
-    assert single.delta == 1.0 and math.isinf(single.hi) and single.verdict == "within noise"
+    assert single.delta == 1.0 and math.isinf(single.hi) and single.verdict == "one problem gives no interval"
     with pytest.raises(ValueError, match="2 problems before, 1 after"):
         within_problem_difference([[0.0], [1.0]], [[1.0]])
     with pytest.raises(ValueError, match="one chain per problem"):

@@ -171,3 +171,15 @@ def test_category_metrics_are_each_categorys_accuracy_greedy_and_sampled() -> No
         "eval/category/simple_python/sampled/pass_at_1": 0.375,
         "eval/category/parallel/problems": 1, "eval/category/parallel/pass_at_1": 0.0}
     assert category_metrics("eval/", [ProblemScore("heldout", 0, "0", greedy_pass=1.0)]) == {}
+
+
+def test_one_held_out_problem_prints_its_figures_and_says_there_is_no_interval() -> None:
+    """Issue 36, item 6: one shared problem gave "share no problems" and the held-out lines vanished."""
+    before = _records(0, "heldout", [0.25], [1.0], greedy=[0])
+    after = _records(3, "heldout", [0.75], [1.5], greedy=[1])
+    lines = paired_lines(before, after)
+    assert "held-out problems, sampled pass@1 (1 problem, 4 samples each): 25.0% -> 75.0%, +50.0 points: one " \
+           "problem gives no interval" in lines
+    assert "held-out problems, sampled reward (1 problem, 4 samples each): 1.000 -> 1.500, +0.500: one problem " \
+           "gives no interval" in lines
+    assert len(lines) == 3 and all("CI" not in line for line in lines)

@@ -231,7 +231,9 @@ class Evaluator:
                 if d is None:
                     continue
                 stem = f"{PREFIX[name]}{group}{key}"
-                out.update({f"{stem}_delta": d.delta, f"{stem}_delta_lo": d.lo, f"{stem}_delta_hi": d.hi})
+                out[f"{stem}_delta"] = d.delta
+                if d.has_interval:  # one problem: the difference, no interval
+                    out.update({f"{stem}_delta_lo": d.lo, f"{stem}_delta_hi": d.hi})
         return out
 
 

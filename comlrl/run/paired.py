@@ -98,8 +98,15 @@ class PairedDiff:
     hi: float
 
     @property
+    def has_interval(self) -> bool:
+        """False for one problem: a paired interval needs two."""
+        return math.isfinite(self.lo) and math.isfinite(self.hi)
+
+    @property
     def verdict(self) -> str:
-        """`improved` / `worse` when the interval excludes zero, else `within noise`."""
+        """`improved` / `worse` when the interval excludes zero, else `within noise` (one problem: none)."""
+        if not self.has_interval:  # a paired t over one problem; chains with one sample each (problems fixed)
+            return "one problem gives no interval" if self.n == 1 else "one chain per problem gives no interval"
         if self.lo > 0:
             return "improved"
         if self.hi < 0:
@@ -168,14 +175,14 @@ def record_difference(before: Mapping[str, Mapping], after: Mapping[str, Mapping
     """Before/after of one per-problem score of two evaluations' records (keyed by problem).
 
     `fixed` (the trained-on probe) with a sampled `field` whose records hold their chains
-    (`CHAINS`) uses `within_problem_difference`; otherwise the paired t over problems, which needs two.
-    None where nothing can be paired.
+    (`CHAINS`) uses `within_problem_difference`; otherwise the paired t over problems (one problem: the
+    figures without an interval). None where nothing can be paired.
     """
     chains = CHAINS.get(field) if fixed else None
     keys = sorted(k for k in before.keys() & after.keys()
                   if value(before[k]) is not None and value(after[k]) is not None)
     if chains and keys and all(before[k].get(chains) and after[k].get(chains) for k in keys):
         return within_problem_difference([before[k][chains] for k in keys], [after[k][chains] for k in keys])
-    if len(keys) < 2:
+    if not keys:
         return None
     return paired_difference([value(before[k]) for k in keys], [value(after[k]) for k in keys])

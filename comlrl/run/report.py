@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from comlrl.console import plural
 from comlrl.run.paired import METHOD, METHOD_FIXED, PairedDiff, record_difference
 
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
@@ -68,6 +69,10 @@ def _by_set(records: Sequence[dict[str, Any]]) -> dict[str, dict[str, dict[str, 
 
 
 def _format(d: PairedDiff, percent: bool) -> str:
+    if not d.has_interval:
+        if percent:
+            return f"{100 * d.before:.1f}% -> {100 * d.after:.1f}%, {100 * d.delta:+.1f} points"
+        return f"{d.before:.3f} -> {d.after:.3f}, {d.delta:+.3f}"
     if percent:
         return (f"{100 * d.before:.1f}% -> {100 * d.after:.1f}%, {100 * d.delta:+.1f} points "
                 f"(95% CI {100 * d.lo:+.1f} to {100 * d.hi:+.1f})")
@@ -90,7 +95,8 @@ def paired_lines(before: Sequence[dict[str, Any]], after: Sequence[dict[str, Any
             if m.field.startswith("outcome:") and d.before == d.after == 0:
                 continue  # a cooperation rate that never occurred says nothing
             kind = f"{samples} samples each" if "sampled" in m.label and samples else "1 greedy chain each"
-            text = f"{SET_LABELS[name]}, {m.label} ({d.n} problems, {kind}): {_format(d, m.percent)}: {d.verdict}"
+            text = (f"{SET_LABELS[name]}, {m.label} ({plural(d.n, 'problem')}, {kind}): {_format(d, m.percent)}: "
+                    f"{d.verdict}")
             lines.append((0 if d.verdict != "within noise" else 1, text))
         lines += _category_pairs(name, b_sets[name], a_sets[name], samples)
     lines.sort(key=lambda x: x[0])  # stable: what moved leads, in the order above

@@ -44,4 +44,6 @@ def test_evaluate_prints_the_summary_lines_training_prints(tmp_path, tiny_model)
     assert lines[0] == (f"before = {scores}, after = {scores} (last evaluation of each; 95% intervals, paired t over "
                         "problems; trained-on sampled figures: over the chains, the problems fixed)")
     assert "held-out problems, greedy pass@1 (2 problems, 1 greedy chain each): " in paired.stdout
-    assert all(line.endswith(": within noise") for line in lines[1:]) and len(lines) > 2, lines
+    # the trained-on probe is one problem with one sampled chain (TINY): its sampled figures have no interval
+    assert all(line.endswith((": within noise", ": one problem gives no interval")) for line in lines[1:]), lines
+    assert len(lines) > 2 and any(line.endswith(": within noise") for line in lines[1:]), lines
