@@ -8,6 +8,7 @@ expands different problems; metrics are summed over ranks; only rank 0 writes fi
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -244,7 +245,9 @@ def run(cfg: RunConfig) -> int:
     if start > 0:
         evaluator.restore(read_eval_records(out, start))
     try:
-        if acc.is_main_process and cfg.logging.progress_bar:
+        # a bar on a terminal; into a log file (stderr not a terminal) one line per step instead of \r frames
+        steps_logged = acc.is_main_process and cfg.logging.progress_bar and not sys.stderr.isatty()
+        if acc.is_main_process and cfg.logging.progress_bar and not steps_logged:
             bar = _progress_bar(cfg.training.steps, start)
             comp.phase = lambda text: bar.set_description_str(text, refresh=True)
         if start == 0 and evaluator.enabled:
@@ -269,6 +272,9 @@ def run(cfg: RunConfig) -> int:
                 writer.write_evals(ev_records)
             if last or (cfg.training.save_every and done % cfg.training.save_every == 0):
                 save_checkpoint(comp.trained(), done, ckpt_root)
+            if steps_logged:
+                numbers = progress_numbers(metrics, cfg.magrpo.num_turns, comp.task.headline_outcome)
+                log.info("step %d/%d: %s", done, cfg.training.steps, ", ".join(f"{k}={v}" for k, v in numbers.items()))
             if bar:
                 bar.set_description_str("trained", refresh=False)
                 bar.set_postfix(progress_numbers(metrics, cfg.magrpo.num_turns, comp.task.headline_outcome),

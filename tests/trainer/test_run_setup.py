@@ -81,9 +81,12 @@ def test_overwrite_replaces_the_earlier_run_and_wandb_offline_writes_its_files(t
              "WANDB_CACHE_DIR": str(wandb_home / "cache"), "WANDB_DATA_DIR": str(wandb_home / "data"),
              "WANDB_SILENT": "true"}
     res = train(["--config", "configs/align_T2_G4.yaml", *TINY, "training.steps=1", f"training.output_dir={run}",
-                 "logging.wandb=true", "logging.wandb_project=comlrl-test", "training.overwrite=true"], extra_env=extra)
+                 "logging.wandb=true", "logging.wandb_project=comlrl-test", "training.overwrite=true",
+                 "logging.progress_bar=true"], extra_env=extra)
     assert res.returncode == 0, res.stderr[-3000:]
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-1"]  # the earlier run's are gone
+    # stderr is a pipe, not a terminal: one line per step instead of the bar's \r frames
+    assert "\r" not in res.stderr and sum(" comlrl: step 1/1: reward=" in line for line in res.stderr.splitlines()) == 1
     [offline] = list((run / "wandb").glob("offline-run-*"))
     [record] = list(offline.glob("run-*.wandb"))  # the run's protobuf record, what `wandb sync` uploads
     data = record.read_bytes()
