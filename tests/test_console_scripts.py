@@ -66,3 +66,13 @@ def test_help_shows_the_description_once(shim: str) -> None:
     assert res.returncode == 0, res.stderr
     first = importlib.import_module(SHIMS[shim]).__doc__.strip().splitlines()[0]
     assert res.stdout.count(first) == 1, res.stdout
+
+
+@pytest.mark.parametrize("shim", sorted(SHIMS))
+def test_every_console_script_tells_its_version(shim: str) -> None:
+    from importlib.metadata import version
+
+    res = subprocess.run([sys.executable, f"scripts/{shim}.py", "--version"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == f"comlrl {version('comlrl')}"

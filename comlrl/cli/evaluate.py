@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from comlrl.cli import add_version
 from comlrl.config.schema import ConfigError, load_config
 
 
@@ -59,6 +60,7 @@ def _compare_records(before: Path, after: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_version(parser)
     parser.add_argument("run_dir", nargs="?", help="a run's output_dir (holds config.yaml and final/)")
     parser.add_argument("--weights", default=None, help="weights folder (default RUN_DIR/final)")
     parser.add_argument("--base", action="store_true", help="evaluate the base model (adapters untouched)")

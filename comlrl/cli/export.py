@@ -17,6 +17,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from comlrl.cli import add_version
 from comlrl.export.trees import load_trees, nodes_with_gap, preference_pairs, sft_records, write_jsonl
 from comlrl.tree.records import NodeRecord, RecordError
 
@@ -51,6 +52,7 @@ def why_no_pairs(records: list[NodeRecord], args: argparse.Namespace) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_version(ap)
     ap.add_argument("trees", help="a run directory or its trees.jsonl")
     ap.add_argument("--merge", metavar="OUT", help="write each agent as a plain HF model folder OUT/agent<i>/ "
                                                     "(LoRA merged into the base; loads with transformers and vLLM)")

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from comlrl.cli import add_version
 from comlrl.cli.trace_backends import make_backend
 from comlrl.config.registry import import_plugins
 from comlrl.console import quiet_console
@@ -76,6 +77,7 @@ def keep(metrics: dict[str, Any], only_success: bool, only_ideal: bool) -> bool:
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_version(ap)
     ap.add_argument("--backend", required=True,
                     help="local:<model>, openai-compatible:<model>@<base_url> (key: $OPENAI_COMPATIBLE_API_KEY), "
                          "ollama:<model>@<base_url> (native /api/chat; key: $OLLAMA_API_KEY) or <provider>:<model> "

@@ -13,6 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from comlrl.cli import add_version
 from comlrl.viz import VizError
 from comlrl.viz.metrics_plot import load_runs, plot_runs, summary_table
 
@@ -20,6 +21,7 @@ from comlrl.viz.metrics_plot import load_runs, plot_runs, summary_table
 def main(argv: list[str] | None = None) -> int:
     """Write the plots and the table; one-line error and exit 1 on a missing run or metrics file."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_version(parser)
     parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="runs' training.output_dir")
     parser.add_argument("--out", default=None, metavar="DIR", help="where the PNGs and summary.md go")
     args = parser.parse_args(argv)

@@ -15,11 +15,13 @@ from __future__ import annotations
 import argparse
 import sys
 
+from comlrl.cli import add_version
 from comlrl.config.schema import ConfigError, load_config
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_version(ap)
     ap.add_argument("--config", default=None, help="the run config the server is for (schema defaults without it)")
     ap.add_argument("--host", default="127.0.0.1",
                     help="address to listen on (default loopback; the server has no authentication)")

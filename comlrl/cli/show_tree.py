@@ -12,6 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from comlrl.cli import add_version
 from comlrl.viz import VizError
 from comlrl.viz.tree_html import render
 
@@ -19,6 +20,7 @@ from comlrl.viz.tree_html import render
 def main(argv: list[str] | None = None) -> int:
     """Write the page and print its path; one-line error and exit 1 on a missing run, file, step or tree."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_version(parser)
     parser.add_argument("run_dir", metavar="RUN_DIR", help="a run's training.output_dir")
     parser.add_argument("--step", type=int, required=True, metavar="K", help="training step to draw (1-based)")
     parser.add_argument("--tree", default=None, metavar="ID", help="only this tree (e.g. s3r0t0); default: all")

@@ -12,6 +12,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from comlrl.cli import add_version
 from comlrl.config.schema import ConfigError, load_config, schema_keys, to_yaml
 from comlrl.errors import RunStopped
 
@@ -31,6 +32,7 @@ def keys_epilog() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, epilog=keys_epilog(),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_version(parser)
     parser.add_argument("--config", default=None,
                         help="YAML config; without it the schema defaults that --print-config shows "
                              "(configs/align_T2_G4.yaml is the quick start's setup)")
