@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from comlrl.config.checks import check_runnable
 from comlrl.config.schema import ConfigError, RunConfig, load_config, validate
 from comlrl.run.outputs import OUTPUTS
 
@@ -135,6 +136,7 @@ def train(config: RunConfig | str | Path | None = None, overrides: Sequence[str]
         rows = _rows(dataset)
         cfg.dataset.name, cfg.dataset.path = "hf", str(out / DATASET_FILE)
     validate(cfg)
+    check_runnable(cfg)
     check_output_dir(cfg)  # before writing: an earlier run's files are never touched unasked
     from comlrl.run.guard import taken_back_on_failure
     from comlrl.run.trainer import run  # torch and the models load only now

@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 
 from comlrl.cli import add_version
+from comlrl.config.checks import check_runnable
 from comlrl.config.schema import ConfigError, load_config, schema_keys, to_yaml
 from comlrl.errors import RunStopped
 
@@ -54,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
     try:
         cfg = load_config(config, overrides)
+        check_runnable(cfg)
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2

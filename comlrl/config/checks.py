@@ -94,6 +94,14 @@ def validate(cfg: RunConfig) -> None:
     _validate_task_options(cfg)
 
 
+def check_runnable(cfg: RunConfig) -> None:
+    """What a run needs that a config still being built may lack (the Python API adds reward functions to a
+    loaded config): checked by `comlrl-train` at load, `--print-config` included, and by `train()`."""
+    if TASKS.get(cfg.task.name).needs_reward_funcs and not cfg.task.reward_funcs:
+        raise ConfigError(f"config error: task.reward_funcs=[] is not allowed; expected at least one module:function "
+                          f"for task.name={cfg.task.name} (its reward comes only from them)")
+
+
 def _validate_magrpo(cfg: RunConfig, agents: int) -> None:
     """magrpo.* against the registries, the task's agent count and the tree's size."""
     m, loss = cfg.magrpo, cfg.magrpo.loss

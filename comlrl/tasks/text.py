@@ -107,6 +107,8 @@ def rows_to_problems(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], 
 class TextTask(Task):
     """N agents answer prompts; the reward is the configured reward functions' (TRL convention)."""
 
+    needs_reward_funcs = True  # its reward comes only from task.reward_funcs
+
     num_agents = 1
     role_names = ["answerer"]
     reward_range = (0.0, 0.0)  # the task adds nothing; the reward functions' terms are open-ended
@@ -143,11 +145,8 @@ class TextTask(Task):
 
     @classmethod
     def from_config(cls, task_cfg: TaskConfig, sandbox: Any) -> TextTask:
-        """Refuses a run without reward functions here, at start-up (a config may get them later: the
-        Python API's `train(cfg, reward_funcs=...)`)."""
-        if not task_cfg.reward_funcs:
-            raise ConfigError("config error: task.reward_funcs=[] is not allowed; expected at least one "
-                              "module:function for task.name=text (its reward comes only from them)")
+        """A run without reward functions is refused before this (`comlrl.config.checks.check_runnable`; a
+        config may get them later: the Python API's `train(cfg, reward_funcs=...)`)."""
         return cls(task_cfg.options() or TextTaskConfig())
 
     def load(self, dataset_cfg: DatasetConfig) -> tuple[list[TextProblem], list[TextProblem]]:

@@ -4,6 +4,9 @@ row's columns, weighted, added to any task's reward, kept as components, logged 
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,8 @@ from comlrl.tasks import build_task
 from comlrl.tasks.reward_funcs import RewardFunctionError
 from comlrl.tree.contracts import JointTurn
 from comlrl.tree.nodes import Node
+
+ROOT = Path(__file__).resolve().parents[2]
 
 ADD = "```python\ndef add(a, b):\n    return a + b\n```"
 
@@ -164,11 +169,19 @@ def test_text_task_next_turn_shows_the_team_and_the_score(tmp_path: Path) -> Non
                                        "checker's answer:\npear\n\nGive an improved answer.")
 
 
-def test_text_task_without_reward_functions_is_refused_at_start_up() -> None:
+def test_text_task_without_reward_functions_is_refused_before_start_up() -> None:
+    """It passed --print-config and was refused only after the sandbox and the model had started."""
+    from comlrl.config.checks import check_runnable
+
     cfg = load_config(None, ["task.name=text", "magrpo.num_agents=1"])  # the Python API may add them later
-    with pytest.raises(ConfigError, match=r"^config error: task.reward_funcs=\[\] is not allowed; expected at least "
-                                          r"one module:function for task.name=text"):
-        build_task(cfg.task, None)
+    message = (r"^config error: task.reward_funcs=\[\] is not allowed; expected at least one module:function for "
+               r"task.name=text \(its reward comes only from them\)$")
+    with pytest.raises(ConfigError, match=message):
+        check_runnable(cfg)
+    check_runnable(load_config(cfg, ["task.reward_funcs=[reward_fns:length]"]))
+    res = subprocess.run([sys.executable, "scripts/train.py", "task.name=text", "magrpo.num_agents=1",
+                          "--print-config"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and re.match(message, res.stderr.strip()) and not res.stdout
 
 
 @pytest.mark.parametrize(("over", "message"), [
