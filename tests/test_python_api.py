@@ -103,6 +103,9 @@ def test_the_documented_example_trains_and_returns_metrics_and_paths(tmp_path: P
     assert "- __main__:correct" in config and f"path: {run / 'dataset.jsonl'}" in config
     trees = [json.loads(x) for x in (run / "trees.jsonl").read_text().splitlines()]
     assert all({"correct", "concise"} <= set(d["components"]) for t in trees for d in t["reward_details"])
+    # a text task runs no model-written code: no sandbox starts, and no empty cooperation plot is drawn
+    assert "sandbox isolation level" not in res.stderr and (run / "plots" / "reward.png").is_file()
+    assert not (run / "plots" / "cooperation.png").exists()
 
 
 FAILS_THEN_TRAINS = """

@@ -112,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         metrics, records = evaluator.run(0)
     finally:
         comp.task.close()
-        comp.sandbox.close()
+        if comp.sandbox is not None:
+            comp.sandbox.close()
         comp.engine.close()
     if not comp.accelerator.is_main_process:
         return 0

@@ -40,7 +40,7 @@ class Components:
     cfg: RunConfig
     accelerator: Accelerator
     task: Task
-    sandbox: Sandbox
+    sandbox: Sandbox | None  # None for a task that runs no model-written code (Task.needs_sandbox)
     policies: AgentPolicies
     engine: RolloutEngine  # samples the rollouts
     algorithm: Algorithm  # what the trees train: units and loss (algorithm.name)
@@ -95,7 +95,7 @@ def sandbox_workers() -> int:
 
 
 def build(cfg: RunConfig, for_training: bool = True, log_with: list[Any] | None = None) -> Components:
-    from comlrl.config.registry import ALGORITHMS
+    from comlrl.config.registry import ALGORITHMS, TASKS
     from comlrl.engines import build_engine
     from comlrl.learn.preference_file import read_pairs
     from comlrl.policy import AgentPolicies
@@ -107,8 +107,9 @@ def build(cfg: RunConfig, for_training: bool = True, log_with: list[Any] | None 
     torch.set_num_threads(cfg.training.torch_threads or cpu_share())
     random.seed(cfg.training.seed)
     torch.manual_seed(cfg.training.seed)
-    sandbox = Sandbox.of(cfg.sandbox, workers=sandbox_workers())
     algorithm = ALGORITHMS.get(cfg.algorithm.name)
+    # a task that runs no model-written code (text, BFCL: its own scoring process) starts no sandbox
+    sandbox = Sandbox.of(cfg.sandbox, workers=sandbox_workers()) if TASKS.get(cfg.task.name).needs_sandbox else None
     task = build_task(cfg.task, sandbox)
     if algorithm.centralized:  # one policy writes every role's part; the task splits its completion
         from comlrl.tasks.centralized import centralize

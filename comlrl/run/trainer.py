@@ -288,7 +288,8 @@ def run(cfg: RunConfig) -> int:
         if writer:
             writer.close()
         comp.task.close()
-        comp.sandbox.close()
+        if comp.sandbox is not None:
+            comp.sandbox.close()
         comp.engine.close()
     acc.wait_for_everyone()
     if acc.is_main_process:

@@ -108,6 +108,7 @@ class TextTask(Task):
     """N agents answer prompts; the reward is the configured reward functions' (TRL convention)."""
 
     needs_reward_funcs = True  # its reward comes only from task.reward_funcs
+    needs_sandbox = False  # the reward functions run in this process (the user's own code)
 
     num_agents = 1
     role_names = ["answerer"]

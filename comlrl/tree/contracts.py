@@ -120,6 +120,7 @@ class Task(ABC):
     reward_terms: Any = None  # comlrl.tasks.reward_funcs.RewardTerms of task.reward_funcs (set by build_task)
     options_type: type | None = None  # the dataclass of its options, `task.<name>.*` (None: it has none)
     needs_reward_funcs: bool = False  # its reward comes only from task.reward_funcs (the text task)
+    needs_sandbox: bool = True  # it runs model-written code in the sandbox (False: the run starts none)
     # one policy may write every role's part in one completion (algorithm.name=centralized): True where the
     # parts only meet in the score, the prompts and the feedback; False where each agent acts on an
     # environment through its own turns (its transition reads its own messages or state)

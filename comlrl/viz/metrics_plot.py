@@ -19,6 +19,7 @@ from comlrl.viz import VizError
 PLOTS = ("overview.png", "reward.png", "pruned.png", "loss.png", "eval_pass_at_1.png", "reward_per_turn.png",
          "cooperation.png")
 SMOOTH = 3  # steps in the running mean drawn over noisy per-step curves
+COOPERATION = ("helper_called", "helper_used", "passed_with_helper")  # a code task's helper-call rates
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 _DASHES = ("-", "--", "-.", ":")
 _TURN = re.compile(r"^turn_(\d+)/reward_mean$")
@@ -255,7 +256,8 @@ def _panels(plt: Any, runs: list[Run], specs: list[tuple[str, str]], path: Path,
 
 
 def plot_runs(runs: list[Run], out_dir: str | Path) -> list[Path]:
-    """Write the PNGs (see PLOTS) into out_dir and return their paths."""
+    """Write the PNGs (see PLOTS) into out_dir and return their paths; cooperation.png only for runs that log
+    the code tasks' helper-call rates (a text or BFCL run would get an empty figure)."""
     plt = _pyplot()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -275,8 +277,10 @@ def plot_runs(runs: list[Run], out_dir: str | Path) -> list[Path]:
     _panels(plt, runs, [("reward_mean", "all turns")] + [(f"turn_{t}/reward_mean", f"turn {t}") for t in turns],
             paths[5], colours, "training reward per turn (each step draws other problems: not a learning curve)",
             smooth=True)
-    _panels(plt, runs, [("helper_called", "main calls aux"), ("helper_used", "uses its result"),
-                        ("passed_with_helper", "passes with the helper")], paths[6], colours,
+    if not any(r.series(key)[0] for r in runs for key in COOPERATION):
+        return paths[:6]
+    _panels(plt, runs, list(zip(COOPERATION, ("main calls aux", "uses its result", "passes with the helper"),
+                                strict=True)), paths[6], colours,
             f"cooperation per step (share of training joint actions; thick: mean of {SMOOTH} steps)", smooth=True)
     return paths
 

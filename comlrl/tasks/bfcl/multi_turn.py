@@ -148,6 +148,7 @@ def _lines(pairs: Sequence[tuple[str, str]]) -> str:
 class BfclMultiTurnTask(Task):
     """BFCL v4 multi-turn categories on the turn tree, judged by BFCL's multi-turn checker (docs/bfcl.md)."""
 
+    needs_sandbox = False  # BFCL's checkers and backends run in the task's own scoring process
     num_agents = 1
     role_names = ["caller"]
     outcome_names = ("decoded", "turn_passed")

@@ -61,6 +61,7 @@ def check_roles_and_weights(where: str, roles: Sequence[str], weights: dict[str,
 class BfclTask(Task):
     """BFCL v4 single-turn categories, judged by BFCL's AST checker (docs/bfcl.md)."""
 
+    needs_sandbox = False  # replies are decoded as literals and judged by BFCL's checker: no model code runs
     num_agents = 1
     role_names = ["caller"]
     outcome_names = ("decoded", "exact_format")
