@@ -74,7 +74,7 @@ def test_two_runs_overlaid_with_nan_and_missing_keys(tmp_path: Path) -> None:
     assert [r.name for r in runs] == ["align", "cross"]
     assert math.isnan(runs[1].steps[1]["reward_mean"]) and "note" not in runs[1].steps[2]
     paths = plot_runs(runs, tmp_path / "plots")
-    assert [p.name for p in paths] == list(PLOTS)
+    assert [p.name for p in paths] == [p for p in PLOTS if p != "cooperation.png"]  # no helper-call rates logged
     sizes = {p.name: check_png(p) for p in paths}
     # reward_per_turn.png has one panel per turn plus "all turns": turns 1, 2, 3 -> four panels, wider than
     # loss.png; reward.png keeps only its training panel (these runs have no sampled evaluation)
@@ -121,7 +121,10 @@ def test_real_runs_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture
     res = capsys.readouterr()
     assert rc == 0, res.err
     for name in PLOTS:
-        check_png(out / name)
+        if name == "cooperation.png":  # these runs' task logs no helper-call rates: no empty figure
+            assert not (out / name).exists()
+        else:
+            check_png(out / name)
     md = (out / "summary.md").read_text()
     assert res.out.splitlines()[0] in md
     wall = {}
@@ -205,3 +208,14 @@ def test_a_zero_width_interval_draws(tmp_path: Path) -> None:
     run = write_run(tmp_path / "run", metrics=metrics)
     paths = plot_runs(load_runs([run]), tmp_path / "plots")
     assert check_png(next(p for p in paths if p.name == "reward.png"))[0] > 0
+
+
+def test_cooperation_is_drawn_only_for_runs_that_log_the_helper_call_rates(tmp_path: Path) -> None:
+    """A text or BFCL run drew an empty cooperation.png (issue 36, item 9)."""
+    plain = write_run(tmp_path / "plain", metrics=metrics_a())
+    coop = write_run(tmp_path / "coop", metrics=[{**m, "helper_called": 0.5, "helper_used": 0.25,
+                                                  "passed_with_helper": 0.0} for m in metrics_a()])
+    assert "cooperation.png" not in [p.name for p in plot_runs(load_runs([plain]), tmp_path / "a")]
+    drawn = plot_runs(load_runs([plain, coop]), tmp_path / "b")
+    assert [p.name for p in drawn] == list(PLOTS)
+    check_png(tmp_path / "b" / "cooperation.png")
