@@ -35,10 +35,10 @@ def main(argv: list[str] | None = None) -> int:
         (out / "summary.md").write_text(f"# Runs\n\n{listing}\n\n{table}")
     except VizError as exc:
         print(f"plot_metrics: {exc}", file=sys.stderr)
-        return 1
+        return 2  # bad input: the status every comlrl command gives it
     except OSError as exc:
         print(f"plot_metrics: cannot write to {out}: {exc.strerror or exc}", file=sys.stderr)
-        return 1
+        return 2  # bad input: the status every comlrl command gives it
     print(table, end="")
     print(f"wrote {', '.join(p.name for p in paths)}, summary.md to {out}")
     return 0

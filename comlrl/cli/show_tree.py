@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
         page = render(args.run_dir, args.step, args.tree)
     except VizError as exc:
         print(f"show_tree: {exc}", file=sys.stderr)
-        return 1
+        return 2  # bad input: the status every comlrl command gives it
     suffix = f"_{args.tree}" if args.tree else ""
     out = Path(args.out) if args.out else Path(args.run_dir) / f"tree_step{args.step}{suffix}.html"
     try:
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         out.write_text(page, encoding="utf-8")
     except OSError as exc:
         print(f"show_tree: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
-        return 1
+        return 2  # bad input: the status every comlrl command gives it
     print(out)
     return 0
 

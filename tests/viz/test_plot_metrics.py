@@ -146,10 +146,10 @@ def test_cli_default_out_and_errors(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert mod.main([str(run)]) == 0
     assert (run / "plots" / "summary.md").is_file() and (run / "plots" / "overview.png").is_file()
     capsys.readouterr()
-    assert mod.main([str(run), str(tmp_path / "nope")]) == 1
+    assert mod.main([str(run), str(tmp_path / "nope")]) == 2  # bad input: 2, as every other comlrl command
     assert capsys.readouterr().err == f"plot_metrics: run directory not found: {tmp_path / 'nope'}\n"
     (tmp_path / "file").write_text("")
-    assert mod.main([str(run), "--out", str(tmp_path / "file" / "sub")]) == 1
+    assert mod.main([str(run), "--out", str(tmp_path / "file" / "sub")]) == 2
     assert capsys.readouterr().err.startswith("plot_metrics: cannot write to ")
 
 

@@ -184,7 +184,7 @@ def test_cli_errors_are_one_line(tmp_path: Path, case: str, expect: str) -> None
         write_run(run, {1: synthetic_records(), 2: synthetic_records(step=2)})
     args = [str(run), "--step", "9" if case == "nostep" else "1"] + (["--tree", "zz"] if case == "notree" else [])
     res = cli(*args)
-    assert res.returncode == 1
+    assert res.returncode == 2  # bad input: 2, as every other comlrl command
     assert res.stderr.startswith(expect) and res.stderr.count("\n") == 1, res.stderr
     if case == "nostep":
         assert res.stderr.rstrip().endswith("available steps: 1-2")
@@ -197,7 +197,7 @@ def test_a_bad_line_is_one_error_naming_file_and_line(tmp_path: Path) -> None:
     with pytest.raises(VizError, match=r"trees.jsonl line 6: missing field\(s\): parent, parent_action, turn"):
         load_step(run, 1)
     res = cli(str(run), "--step", "1")
-    assert res.returncode == 1
+    assert res.returncode == 2
     assert res.stderr.startswith(f"show_tree: {run / 'trees.jsonl'} line 6: missing field(s): ")
     assert res.stderr.count("\n") == 1
 
