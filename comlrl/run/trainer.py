@@ -160,7 +160,8 @@ def _warn_if_nothing_trained(comp: Components, metrics: dict[str, float]) -> Non
     comp.counters["warned_all_tied"] = 1.0
     if comp.accelerator.is_main_process:
         log.warning("step %d trained on nothing: all %d advantage groups tied (every sibling got the same return, "
-                    "so no advantage); metrics.jsonl counts them per step in adv_groups_skipped (warned once)",
+                    "so no advantage); metrics.jsonl counts them per step in adv_groups_skipped; this is said once "
+                    "per run",
                     int(metrics["step"]), int(metrics["adv_groups"]))
 
 

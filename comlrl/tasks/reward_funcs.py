@@ -27,6 +27,7 @@ import numbers
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from comlrl.console import plural
 from comlrl.errors import ConfigError
 from comlrl.tree.contracts import Reward
 
@@ -109,7 +110,7 @@ def validate_specs(funcs: Sequence[str], weights: Sequence[float] | None) -> Non
         names[name] = spec
     if weights is not None and (len(weights) != len(funcs) or not all(math.isfinite(w) for w in weights)):
         raise ConfigError(f"config error: task.reward_weights={list(weights)!r} is not allowed; expected "
-                          f"{len(funcs)} finite numbers (one per task.reward_funcs entry) or null")
+                          f"{plural(len(funcs), 'finite number')} (one per task.reward_funcs entry) or null")
 
 
 class RewardTerms:

@@ -107,7 +107,7 @@ def test_bad_specs_are_one_config_error_at_load(override: str, message: str) -> 
 
 def test_weights_must_match_the_functions() -> None:
     with pytest.raises(ConfigError, match=r"^config error: task.reward_weights=\[1.0, 2.0\] is not allowed; expected "
-                                          r"1 finite numbers \(one per task.reward_funcs entry\) or null$"):
+                                          r"1 finite number \(one per task.reward_funcs entry\) or null$"):
         load_config(None, ["task.reward_funcs=[reward_fns:length]", "task.reward_weights=[1,2]"])
     assert load_config(None, ["task.reward_funcs=[reward_fns:Scorer.length]"]).task.reward_funcs == [
         "reward_fns:Scorer.length"]
