@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -24,21 +25,28 @@ def _files(run: Path) -> dict[Path, bytes]:
     return {p: p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()}
 
 
+def _signalled_run(cmd: list[str], ready: Callable[[], bool], sig: int) -> tuple[int, str]:
+    """Start the trainer, send `sig` once `ready()` holds; its exit status and stderr."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 600
+    while not ready():
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=300)
+    return proc.returncode, err
+
+
 @pytest.mark.slow
 def test_ctrl_c_mid_run_is_one_line_exit_130_and_the_checkpoint_resumes(tmp_path, tiny_model):
     run = tmp_path / "run"
     cmd = [sys.executable, str(ENTRY), *ARGS, "training.steps=50", "training.save_every=1", "model.max_new_tokens=48",
            "evaluation.samples=0", "evaluation.probe_problems=0",  # greedy only: the stop is what is tested
            f"training.output_dir={run}"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 600
-    while not (run / "checkpoints" / "step-1" / "meta.json").is_file():  # step 1 done: step 2 is running
-        assert proc.poll() is None, proc.communicate()[1][-3000:]
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=300)
-    assert proc.returncode == 130, err[-3000:]
+    # step 1 done: step 2 is running
+    rc, err = _signalled_run(cmd, (run / "checkpoints" / "step-1" / "meta.json").is_file, signal.SIGINT)
+    assert rc == 130, err[-3000:]
     k = checkpoint_step(latest_checkpoint(run / "checkpoints"))
     assert k >= 1
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
@@ -57,15 +65,9 @@ def test_sigterm_before_the_first_checkpoint_is_one_line_exit_143_and_nothing_bl
     step 1 (the run's files are written by then)."""
     run = tmp_path / "run"
     cmd = [sys.executable, str(ENTRY), *ARGS, "training.steps=1", f"training.output_dir={run}"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 600
-    while not (run / "config.yaml").is_file() or not (run / "tensorboard").is_dir():
-        assert proc.poll() is None, proc.communicate()[1][-3000:]
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=300)
-    assert proc.returncode == 143, err[-3000:]
+    rc, err = _signalled_run(cmd, lambda: (run / "config.yaml").is_file() and (run / "tensorboard").is_dir(),
+                             signal.SIGTERM)
+    assert rc == 143, err[-3000:]
     assert "Traceback" not in err, err[-3000:]
     assert err.strip().splitlines()[-1] == ("terminated during step 1; nothing was kept: the same command starts "
                                             "the run again")

@@ -30,6 +30,7 @@ scores 0 and reports the entry's final verdict as its pass, so an evaluation cha
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -115,10 +116,16 @@ class BfclTurnReward:
         return self.results
 
 
+@functools.lru_cache(maxsize=4096)
+def _gold_calls(text: str) -> tuple[Call, ...]:
+    """A ground-truth call string decoded once (every joint action of its turn is credited against it)."""
+    return decode(text).calls
+
+
 def call_match(gold: Sequence[str], calls: Sequence[Call]) -> float:
     """Mean over the gold calls of (1 + arguments equal) / (1 + gold arguments) for a decoded call of the same
     name, each call matched at most once, the best-crediting pairs first (0 for a turn without gold calls)."""
-    wanted = [decode(text).calls for text in gold]
+    wanted = [_gold_calls(text) for text in gold]
     if not wanted:
         return 0.0
     pairs = []
