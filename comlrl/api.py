@@ -9,8 +9,10 @@
 `train` runs the same loop as `comlrl-train` in this process (one process: use `accelerate launch` and the
 CLI for several). An in-memory dataset (a list of dicts or a `datasets.Dataset`) is written to
 `<output_dir>/dataset.jsonl` and read as `dataset.name=hf`, so the run's config.yaml names it and
-`comlrl-train --resume <output_dir>` finds it. Reward functions may be passed as functions; they are
-recorded as `module:function` (`__main__:<name>` for a notebook's or script's own).
+`comlrl-train --resume <output_dir>` finds it. Reward functions may be passed as functions, lambdas,
+`functools.partial`s or callable objects: one importable by its name is recorded as `module:function`
+(`__main__:<name>` for a notebook's or script's own), any other as `python:<name>`, which only this process
+holds (resume such a run with `train(..., reward_funcs=[...])`; the command line says so).
 Bad input raises the errors the CLI prints as one line (`ConfigError`, `DatasetError`, ...).
 """
 
@@ -25,6 +27,7 @@ from typing import Any
 from comlrl.config.checks import check_runnable
 from comlrl.config.schema import ConfigError, RunConfig, load_config, validate
 from comlrl.run.outputs import OUTPUTS
+from comlrl.tasks.reward_funcs import spec_of
 
 __all__ = ["DATASET_FILE", "TrainResult", "train"]
 
@@ -50,23 +53,6 @@ class TrainResult:
         """Each output the run wrote, by name: config, metrics, trees, eval, dataset, tensorboard, wandb,
         checkpoints, final, plots."""
         return {name: self.output_dir / rel for name, rel in OUTPUTS.items() if (self.output_dir / rel).exists()}
-
-
-def _spec(fn: Callable[..., Any] | str) -> str:
-    """`module:function` for a reward function, checked to name that very function."""
-    from comlrl.tasks.reward_funcs import call_name, resolve
-
-    if isinstance(fn, str):
-        return fn
-    spec = call_name(fn)
-    try:
-        named = resolve(spec, key="reward_funcs")
-    except ConfigError:
-        named = None
-    if named is not fn:
-        raise ConfigError(f"config error: reward_funcs: {spec} cannot be imported by that name (a lambda or a nested "
-                          "function?); define it at the top level of a module or notebook cell")
-    return spec
 
 
 def _row(i: int) -> str:
@@ -109,22 +95,22 @@ def write_rows(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
     tmp.replace(path)
 
 
-def train(config: RunConfig | str | Path | None = None, overrides: Sequence[str] = (), *, dataset: Any = None,
+def train(config: RunConfig | str | Path | None = None, overrides: Sequence[str] | Mapping[str, Any] = (), *, dataset: Any = None,
           reward_funcs: Sequence[Callable[..., Any] | str] | None = None,
           reward_weights: Sequence[float] | None = None) -> TrainResult:
     """Train as `comlrl-train` does, in this process; returns the run's metrics and output paths.
 
     config: a `RunConfig` (from `load_config`), a YAML path, or None (the schema defaults); `overrides`
-    are `key=value` strings on top. dataset: rows in memory (a list of dicts or a `datasets.Dataset`),
+    are `key=value` strings or a dict on top. dataset: rows in memory (a list of dicts or a `datasets.Dataset`),
     for any task that reads `dataset.name=hf` (code tasks: `prompt`, `test`, `entry_point` columns; the
     text task: a `prompt` column and any others). reward_funcs / reward_weights: as `task.reward_funcs` /
     `task.reward_weights`, functions or `module:function` strings.
     """
     from comlrl.run.outputs import check_output_dir
 
-    cfg = load_config(config, list(overrides))
+    cfg = load_config(config, overrides)
     if reward_funcs is not None:
-        cfg.task.reward_funcs = [_spec(fn) for fn in reward_funcs]
+        cfg.task.reward_funcs = [fn if isinstance(fn, str) else spec_of(fn) for fn in reward_funcs]
     if reward_weights is not None:
         cfg.task.reward_weights = [float(w) for w in reward_weights]
     out = Path(cfg.training.output_dir).resolve()

@@ -62,3 +62,28 @@ class Scorer:
     @staticmethod
     def length(completions: list, **kwargs: Any) -> list[float]:
         return [1.0] * len(completions)
+
+
+def as_numpy(completions: list, **kwargs: Any) -> Any:
+    import numpy as np
+
+    return np.array([len(_text(c)) for c in completions], dtype=np.float32) / 100.0
+
+
+def as_tensor(completions: list, **kwargs: Any) -> Any:
+    import torch
+
+    return torch.tensor([len(_text(c)) / 100.0 for c in completions])
+
+
+def tensor_items(completions: list, **kwargs: Any) -> list[Any]:
+    import numpy as np
+    import torch
+
+    return [torch.tensor(1.0), np.float32(2.0), np.int64(3)][: len(completions)]
+
+
+def two_d(completions: list, **kwargs: Any) -> Any:
+    import numpy as np
+
+    return np.ones((len(completions), 2))

@@ -207,3 +207,39 @@ def test_an_output_dir_that_is_a_file_is_refused_at_load(tmp_path):
         assert str(err.value) == (f"config error: training.output_dir={str(out)!r} is not allowed; expected a "
                                   f"directory path ({notes} is a file)")
     assert load_config(None, [f"training.output_dir={tmp_path / 'new' / 'run'}"])  # not there yet: fine
+
+
+def test_load_config_takes_a_dict_of_overrides_nested_or_dotted() -> None:
+    nested = load_config(ROOT / "configs" / "align_T2_G4.yaml", {"training": {"steps": 3}, "magrpo.discount": 0.5})
+    dotted = load_config(ROOT / "configs" / "align_T2_G4.yaml", ["training.steps=3", "magrpo.discount=0.5"])
+    assert nested == dotted and (nested.training.steps, nested.magrpo.discount) == (3, 0.5)
+    assert load_config(None, {"task.reward_funcs": ["reward_fns:length"]}).task.reward_funcs == ["reward_fns:length"]
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    ({"training": {"stepz": 3}}, "config error: training.stepz: Key 'stepz' not in 'TrainingConfig'. Did you mean: "
+                                  "'steps'?"),
+    ({"training.steps": "two"}, "config error: training.steps: Value 'two' of type 'str' could not be converted "
+                                "to Integer"),
+    ({"training.steps": 2}, None),
+])
+def test_bad_dict_overrides_are_one_config_error(overrides: dict, message: str | None) -> None:
+    if message is None:
+        assert load_config(None, overrides).training.steps == 2
+        return
+    with pytest.raises(ConfigError) as err:
+        load_config(None, overrides)
+    assert str(err.value) == message
+
+
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("steps", "two", "config error: training.steps: Value 'two' of type 'str' could not be converted to Integer"),
+    ("steps", 2.5, "config error: training.steps: Value '2.5' of type 'float' could not be converted to Integer"),
+])
+def test_a_wrong_type_set_on_a_loaded_config_is_one_config_error(key: str, value: object, message: str) -> None:
+    """The documented ConfigError in one line, not omegaconf's multi-line ValidationError."""
+    cfg = load_config(None, ["training.steps=1"])
+    setattr(cfg.training, key, value)
+    with pytest.raises(ConfigError) as err:
+        load_config(cfg)
+    assert str(err.value) == message

@@ -34,14 +34,15 @@ def test_load_config_takes_a_run_config_and_leaves_it_unchanged() -> None:
     assert (again.training.steps, again.magrpo.num_generations) == (3, 5) and base.magrpo.num_generations == 4
 
 
-def test_a_lambda_cannot_be_named_and_is_refused(tmp_path: Path) -> None:
+def test_a_lambda_is_accepted_and_named_in_this_process(tmp_path: Path) -> None:
     from comlrl import load_config, train
 
-    cfg = load_config(None, [*TEXT, f"training.output_dir={tmp_path / 'run'}"])
-    with pytest.raises(ConfigError, match=r"^config error: reward_funcs: test_python_api:.*<lambda> cannot be imported "
-                                          r"by that name \(a lambda or a nested function\?\)"):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text('{"step": 0}\n')  # stops train() right after the functions are named
+    cfg = load_config(None, [*TEXT, f"training.output_dir={run}"])
+    with pytest.raises(ConfigError, match="already holds a run"):  # not "cannot be imported by that name"
         train(cfg, dataset=[{"prompt": "hi"}] * 3, reward_funcs=[lambda completions, **kw: [0.0] * len(completions)])
-    assert not (tmp_path / "run").exists()  # refused before anything was written
 
 
 @pytest.mark.parametrize(("dataset", "error", "message"), [

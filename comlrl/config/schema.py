@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass, make_dataclass
 from pathlib import Path
 from typing import Any
@@ -253,17 +254,32 @@ def _plugins(layers: list[DictConfig]) -> list[str]:
     return [str(m) for m in value] if isinstance(value, list) else []
 
 
-def load_config(path: str | Path | RunConfig | None = None, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
-    """Merge schema defaults, a YAML file (or a `RunConfig`, e.g. one this returned) and dotlist overrides,
-    import the `plugins` they list, validate, and return the resolved config; a `RunConfig` passed in is
-    not changed."""
+def _dict_layer(overrides: Mapping[str, Any]) -> DictConfig:
+    """A dict of overrides as one layer: nested sections, dotted keys (`"training.steps": 3`), or both."""
+    layer = OmegaConf.create({})
+    for key, value in overrides.items():
+        OmegaConf.update(layer, str(key), value, merge=True, force_add=True)
+    return layer
+
+
+def load_config(path: str | Path | RunConfig | None = None,
+                overrides: Sequence[str] | Mapping[str, Any] = ()) -> RunConfig:
+    """Merge schema defaults, a YAML file (or a `RunConfig`, e.g. one this returned) and overrides (`key=value`
+    strings, or a dict: nested sections or dotted keys), import the `plugins` they list, validate, and return
+    the resolved config; a `RunConfig` passed in is not changed. Anything wrong is one `ConfigError` line."""
     from comlrl.config.registry import import_plugins
 
     layers: list[DictConfig] = []
-    if isinstance(path, RunConfig):
-        layers.append(OmegaConf.structured(path))
-    elif path is not None:
-        layers.append(_read_yaml(Path(path)))
+    try:
+        if isinstance(path, RunConfig):  # a value of the wrong type set on it is named here
+            layers.append(OmegaConf.structured(path))
+        elif path is not None:
+            layers.append(_read_yaml(Path(path)))
+        if isinstance(overrides, Mapping):
+            layers.append(_dict_layer(overrides))
+            overrides = ()
+    except OmegaConfBaseException as exc:
+        raise ConfigError(_one_line(exc)) from None
     for item in overrides:
         if "=" not in item:
             raise ConfigError(f"config error: override {item!r} is not of the form key=value")

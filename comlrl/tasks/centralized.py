@@ -90,7 +90,7 @@ class CentralizedTask(Task):
         return tuple(self.inner.split_roles(texts[0]))
 
     def role_turns(self, turns: Sequence[JointTurn]) -> list[JointTurn]:
-        return [JointTurn(t.problem, self.parts(t.texts), t.state) for t in turns]
+        return [JointTurn(t.problem, self.parts(t.texts), t.state, t.turn) for t in turns]  # ids: the team's
 
     def score(self, items: list[tuple[Any, list[str]]]) -> list[Reward]:
         return self.inner.score([(problem, list(self.parts(texts))) for problem, texts in items])

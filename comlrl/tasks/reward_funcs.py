@@ -21,6 +21,7 @@ one line naming it (`RewardFunctionError`): a reward that silently turns into 0 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import math
 import numbers
@@ -32,7 +33,7 @@ from comlrl.errors import ConfigError
 from comlrl.tree.contracts import Reward
 
 __all__ = ["RewardFunctionError", "RewardTerm", "RewardTerms", "call_name", "checked_values", "component_name",
-           "resolve"]
+           "resolve", "spec_of"]
 
 
 class RewardFunctionError(ValueError):
@@ -44,9 +45,48 @@ def call_name(fn: Callable[..., Any]) -> str:
     return f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', type(fn).__name__)}"
 
 
+IN_PROCESS = "python"  # the module part of the spec of a function with no importable name, handed to train()
+_HELD: dict[str, Callable[..., Any]] = {}  # such functions by spec, for this process's runs
+
+
+def _own_name(fn: Callable[..., Any]) -> str:
+    """What a function is called in metrics: its name; a partial's function's; a callable object's class."""
+    if isinstance(fn, functools.partial):
+        return _own_name(fn.func)
+    name = getattr(fn, "__name__", None) or type(fn).__name__
+    return "lambda" if name == "<lambda>" else name
+
+
+def spec_of(fn: Callable[..., Any]) -> str:
+    """How `task.reward_funcs` names `fn`: `module:function` when that name imports this very function (the
+    command line can resume the run), else `python:<name>`, held in this process (a lambda, a partial, a
+    callable object, a nested function; distinct objects get distinct names)."""
+    spec = call_name(fn)
+    try:
+        if resolve(spec) is fn:
+            return spec
+    except ConfigError:
+        pass
+    held = next((s for s, f in _HELD.items() if f is fn), None)
+    if held is not None:
+        return held
+    base = f"{IN_PROCESS}:{_own_name(fn)}"
+    spec = next(s for s in (base, *(f"{base}_{k}" for k in range(2, len(_HELD) + 3))) if s not in _HELD)
+    _HELD[spec] = fn
+    return spec
+
+
 def resolve(spec: str, key: str = "task.reward_funcs") -> Callable[..., Any]:
-    """The function `module:name` names (imported now); a bad spec is one config error naming `key`."""
+    """The function `module:name` names (imported now), or one `spec_of` holds; a bad spec is one config error
+    naming `key`."""
     module, sep, name = str(spec).partition(":")
+    if module == IN_PROCESS and sep:
+        if spec not in _HELD:
+            raise ConfigError(f"config error: {key}: {spec!r} was a function handed to train() in another process "
+                              "(a lambda, functools.partial or callable object has no importable name): pass it "
+                              "again with train(..., reward_funcs=[...]), or name a module:function to resume from "
+                              "the command line")
+        return _HELD[spec]
     if not sep or not module.strip() or not name.strip():
         raise ConfigError(f"config error: {key}: {spec!r} is not allowed; expected module:function")
     try:
@@ -63,15 +103,41 @@ def resolve(spec: str, key: str = "task.reward_funcs") -> Callable[..., Any]:
     return obj
 
 
+def _as_list(values: Any, rows: int, who: str) -> Any:
+    """A 1-D numpy array or tensor as a list (TRL's functions may return either); anything else as it is."""
+    import numpy as np
+    import torch
+
+    if isinstance(values, torch.Tensor):
+        values = values.detach().cpu().numpy()
+    if isinstance(values, np.ndarray):
+        if values.ndim != 1:
+            raise RewardFunctionError(f"{who} returned an array of shape {tuple(values.shape)}, expected {rows} numbers")
+        return values.tolist()
+    return values
+
+
+def _number(v: Any) -> Any:
+    """A one-element tensor or array as its Python number (numpy scalars already are `numbers.Real`)."""
+    import numpy as np
+    import torch
+
+    if (isinstance(v, torch.Tensor) and v.numel() == 1) or (isinstance(v, np.ndarray) and v.size == 1):
+        return v.item()
+    return v
+
+
 def checked_values(values: Any, rows: int, who: str, *, allow_none: bool) -> list[float | None]:
-    """`values` as one finite float (or None) per row; anything else is a `RewardFunctionError` naming `who`."""
+    """`values` as one finite float (or None) per row; anything else is a `RewardFunctionError` naming `who`.
+    A list, a 1-D numpy array or tensor; its items numbers, numpy scalars or one-element tensors."""
+    values = _as_list(values, rows, who)
     if isinstance(values, str | bytes) or not isinstance(values, Sequence):
         raise RewardFunctionError(f"{who} returned {type(values).__name__}, expected a list of {rows} numbers")
     if len(values) != rows:
         raise RewardFunctionError(f"{who} returned {len(values)} values for {rows} "
                                   f"{'rows' if allow_none else 'requests'}")
     out: list[float | None] = []
-    for i, v in enumerate(values):
+    for i, v in enumerate(map(_number, values)):
         if v is None and allow_none:
             out.append(None)
         elif isinstance(v, numbers.Real) and math.isfinite(float(v)):
@@ -80,6 +146,9 @@ def checked_values(values: Any, rows: int, who: str, *, allow_none: bool) -> lis
             raise RewardFunctionError(f"{who} returned {v!r} at index {i}; expected a finite number"
                                       + (" or None" if allow_none else ""))
     return out
+
+
+WEIGHTED_SUM = "reward/weighted_sum"  # the metric of what the functions added to the total, weights applied
 
 
 def component_name(spec: str) -> str:
@@ -104,6 +173,9 @@ def validate_specs(funcs: Sequence[str], weights: Sequence[float] | None) -> Non
     for spec in funcs:
         resolve(spec)
         name = component_name(spec)
+        if f"reward/{name}" == WEIGHTED_SUM:
+            raise ConfigError(f"config error: task.reward_funcs: {spec!r}: a function may not be named {name!r} "
+                              f"(metrics.jsonl logs {WEIGHTED_SUM} for the weighted sum of all); rename it")
         if name in names:
             raise ConfigError(f"config error: task.reward_funcs: {spec!r} and {names[name]!r} are both named {name!r} "
                               "(each function's name is its component in the rewards); rename one")
@@ -129,6 +201,18 @@ class RewardTerms:
     def names(self) -> tuple[str, ...]:
         return tuple(t.name for t in self.terms)
 
+    @property
+    def metric_names(self) -> tuple[str, ...]:
+        """What metrics.jsonl logs per turn: each function's own value (`reward/<name>`, unweighted, as TRL
+        logs it) and the weighted sum the functions added to the total."""
+        return (*(f"reward/{n}" for n in self.names), WEIGHTED_SUM)
+
+    def metrics(self, reward: Any) -> dict[str, float]:
+        """One scored joint action's values of `metric_names`."""
+        values = {f"reward/{t.name}": float(reward.components.get(t.name, 0.0)) for t in self.terms}
+        values[WEIGHTED_SUM] = sum(t.weight * values[f"reward/{t.name}"] for t in self.terms)
+        return values
+
     def __bool__(self) -> bool:
         return bool(self.terms)
 
@@ -149,18 +233,18 @@ class RewardTerms:
                     raise RewardFunctionError(f"task.reward_funcs: {term.spec}: the task's reward already has a "
                                               f"component {term.name!r}; rename the function")
                 mine = [v for v, o in zip(values, owner, strict=True) if o == j and v is not None]
-                value = term.weight * sum(mine) / len(mine) if mine else 0.0
+                value = sum(mine) / len(mine) if mine else 0.0
                 if not mine:
                     notes.append(f"{term.name}: no value (None for every agent)")
-                components[term.name] = value
-                total += value
+                components[term.name] = value  # the function's own value; the total gets the weighted term
+                total += term.weight * value
             out.append((dataclasses.replace(reward, total=round(total, 10), components=components,
                                             notes=tuple(notes)), state))
         return out
 
     @staticmethod
     def _rows(task: Any, turns: Sequence[Any], rewards: list[Any]) -> tuple[dict[str, list[Any]], list[int]]:
-        """The keyword arguments of one call (one row per agent of every joint turn) and each row's turn."""
+        """The keyword arguments of one call (one row per agent of every joint turn) and each row's joint turn."""
         rows: list[dict[str, Any]] = []
         owner: list[int] = []
         for j, (turn, reward) in enumerate(zip(turns, rewards, strict=True)):
@@ -169,9 +253,10 @@ class RewardTerms:
             scored = tuple(reward.scored) if isinstance(reward, Reward) else ()
             for a, text in enumerate(turn.texts):
                 completion = text if isinstance(prompt, str) else [{"role": "assistant", "content": text}]
-                rows.append({**columns, "prompts": prompt, "completions": completion, "agent": a,
-                             "role": task.role_names[a], "scored": scored[a] if len(scored) == len(turn.texts)
-                             else text})
+                ids = list(turn.completion_ids[a]) if len(turn.completion_ids) == len(turn.texts) else None
+                rows.append({**columns, "prompts": prompt, "completions": completion, "completion_ids": ids,
+                             "turn": turn.turn, "agent": a, "role": task.role_names[a],
+                             "scored": scored[a] if len(scored) == len(turn.texts) else text})
                 owner.append(j)
         keys = list(dict.fromkeys(k for row in rows for k in row))
         return {k: [row.get(k) for row in rows] for k in keys}, owner

@@ -77,6 +77,8 @@ class JointTurn:
     problem: Any  # the task's problem record (a `Problem` or the task's own)
     texts: tuple[str, ...]  # one completion per agent
     state: Any = None  # `Node.state` of the node it was sampled at (None: the task keeps no environment)
+    turn: int = 1  # the node's turn, 1-based (reward functions get it as `turn`)
+    completion_ids: tuple[tuple[int, ...], ...] = ()  # per agent, the completion's token ids (empty: not known)
 
 
 @dataclass(frozen=True)
@@ -244,14 +246,15 @@ class Task(ABC):
 
     @property
     def count_names(self) -> tuple[str, ...]:
-        """What the trainer averages per turn: `outcome_names` and each reward function's `reward/<name>`."""
-        return (*self.outcome_names, *(f"reward/{n}" for n in (self.reward_terms.names if self.reward_terms else ())))
+        """What the trainer averages per turn: `outcome_names`, each reward function's `reward/<name>` and
+        their `reward/weighted_sum`."""
+        return (*self.outcome_names, *(self.reward_terms.metric_names if self.reward_terms else ()))
 
     def counts(self, reward: Any) -> dict[str, float]:
-        """`outcome_counts(reward)` and each reward function's term of it, keyed by `count_names`."""
+        """`outcome_counts(reward)` and each reward function's value of it, keyed by `count_names`."""
         out = dict(self.outcome_counts(reward))
-        for name in self.reward_terms.names if self.reward_terms else ():
-            out[f"reward/{name}"] = float(reward.components.get(name, 0.0))
+        if self.reward_terms:
+            out.update(self.reward_terms.metrics(reward))
         return out
 
     def metrics(self) -> dict[str, float]:

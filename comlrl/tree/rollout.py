@@ -150,7 +150,9 @@ class Rollout:
         self._phase(f"scoring {len(pairs)}")
         t0 = time.perf_counter()
         turns = [JointTurn(self.problems[node.root], tuple(node.completions[a][act[a]].text for a in range(len(act))),
-                           node.state) for node, act in pairs]
+                           node.state, node.turn,
+                           tuple(tuple(node.completions[a][act[a]].completion_ids) for a in range(len(act))))
+                 for node, act in pairs]
         scored = [Scored(r.total, r, state) for r, state in self.task.score_joint(turns)]
         self.score_seconds += time.perf_counter() - t0
         return scored

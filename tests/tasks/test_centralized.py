@@ -266,7 +266,7 @@ def test_reward_functions_are_added_once_with_one_row_per_role(sandbox: Any) -> 
     team = centralize(inner)
     assert team.reward_terms is inner.reward_terms and team.reward_terms.names == ("record", "length")
     assert team.count_names == ("helper_called", "helper_used", "passed_with_helper", "reward/record",
-                                "reward/length")
+                                "reward/length", "reward/weighted_sum")
     texts = [reply(team, ADD, TEAM_REST), "no sections"]
     reward_fns.CALLS.clear()
     got = [r for r, _ in team.score_joint([JointTurn(ADD, (t,)) for t in texts])]

@@ -45,9 +45,9 @@ def test_code_task_keeps_its_sandbox_reward_and_adds_weighted_terms(sb) -> None:
     task, add = _code(["reward_fns:length", "reward_fns:distinct_chars"], "[0.5,2.0]", sandbox=sb)
     [(r, _)] = task.score_joint([JointTurn(add, (ADD,))])
     assert r.all_passed and r.tests_passed == r.tests_total > 0  # the levels still ran the tests
-    assert r.components["length"] == pytest.approx(0.5 * len(ADD) / 100)
-    assert r.components["distinct_chars"] == pytest.approx(2.0 * len(set(ADD)) / 100)
-    assert r.total == pytest.approx(3.0 + r.components["length"] + r.components["distinct_chars"])
+    assert r.components["length"] == pytest.approx(len(ADD) / 100)  # each function's own value, unweighted
+    assert r.components["distinct_chars"] == pytest.approx(len(set(ADD)) / 100)
+    assert r.total == pytest.approx(3.0 + 0.5 * r.components["length"] + 2.0 * r.components["distinct_chars"])
     assert task.reward_terms.names == ("length", "distinct_chars")
 
 
@@ -119,6 +119,75 @@ def test_each_term_is_a_metric_per_turn_and_overall(sb) -> None:
     root = Node(id="0", turn=1, root=0, messages=[[]], rewards=[r.total for r in scored], details=scored)
     means = turn_means(turn_sums([root], 1, task.count_names, task.counts))
     assert means["turn_1/reward/length"] == pytest.approx(2.0) and means["reward/length"] == pytest.approx(2.0)
+
+
+
+@pytest.mark.parametrize(("fn", "values"), [("as_numpy", [1.0, 3.0]), ("as_tensor", [1.0, 3.0]),
+                                            ("tensor_items", [1.0, 2.0])])
+def test_numpy_arrays_and_tensors_are_accepted_as_returned_values(sb, fn: str, values: list[float]) -> None:
+    task, add = _code([f"reward_fns:{fn}"], sandbox=sb)
+    scored = [r for r, _ in task.score_joint([JointTurn(add, ("a" * 100,)), JointTurn(add, ("a" * 300,))])]
+    assert [r.components[fn] for r in scored] == pytest.approx(values)
+
+
+def test_a_two_dimensional_array_is_one_line_naming_the_function(sb) -> None:
+    task, add = _code(["reward_fns:two_d"], sandbox=sb)
+    with pytest.raises(RewardFunctionError, match=r"^task.reward_funcs: reward_fns:two_d returned an array of shape "
+                                                  r"\(2, 2\), expected 2 numbers$"):
+        task.score_joint([JointTurn(add, (ADD,)), JointTurn(add, ("x",))])
+
+
+def test_components_and_metrics_are_unweighted_and_the_weighted_sum_is_logged(sb) -> None:
+    """As TRL logs rewards/<name>: each function's own mean; the total adds the weighted terms."""
+    task, add = _code(["reward_fns:length", "reward_fns:distinct_chars"], "[0.5,2.0]", sandbox=sb)
+    [(r, _)] = task.score_joint([JointTurn(add, (ADD,))])
+    length, distinct = len(ADD) / 100, len(set(ADD)) / 100
+    assert r.components["length"] == pytest.approx(length) and r.components["distinct_chars"] == pytest.approx(distinct)
+    assert r.total == pytest.approx(3.0 + 0.5 * length + 2.0 * distinct)  # the levels' 3.0 and the weighted terms
+    counts = task.counts(r)
+    assert counts["reward/length"] == pytest.approx(length) and counts["reward/distinct_chars"] == pytest.approx(distinct)
+    assert counts["reward/weighted_sum"] == pytest.approx(0.5 * length + 2.0 * distinct)
+    assert "reward/weighted_sum" in task.count_names
+
+
+def test_multi_turn_rewards_get_the_turn_and_the_completion_ids(sb) -> None:
+    reward_fns.CALLS.clear()
+    task, add = _code(["reward_fns:record"], sandbox=sb)
+    task.score_joint([JointTurn(add, (ADD,), turn=2, completion_ids=((5, 6, 7),))])
+    [call] = reward_fns.CALLS
+    assert call["turn"] == [2] and call["completion_ids"] == [[5, 6, 7]]
+
+
+
+class LengthScore:
+    """A callable object, as TRL users pass them."""
+
+    def __call__(self, completions: list, **kwargs: object) -> list[float]:
+        return [1.0] * len(completions)
+
+
+def test_lambdas_partials_and_callable_objects_get_a_name_in_this_process() -> None:
+    import functools
+
+    from comlrl.tasks.reward_funcs import resolve, spec_of
+
+    first, second = (lambda completions, **kw: [0.0] * len(completions)), (lambda completions, **kw: [1.0])
+    part, obj = functools.partial(reward_fns.length, prompts=None), LengthScore()
+    specs = [spec_of(fn) for fn in (first, second, part, obj)]
+    assert specs[2:] == ["python:length", "python:LengthScore"]
+    assert specs[0].startswith("python:lambda") and specs[1].startswith("python:lambda") and specs[0] != specs[1]
+    assert [resolve(s) for s in specs] == [first, second, part, obj]
+    assert spec_of(first) == specs[0]  # the same object keeps its name
+    assert spec_of(reward_fns.length) == "reward_fns:length"  # importable by name: named so (resumable by the CLI)
+
+
+def test_a_python_name_from_another_process_says_to_pass_the_function_again() -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(None, ["task.name=code_single", "magrpo.num_agents=1", "task.reward_funcs=[python:gone_fn]"])
+    assert str(err.value) == (
+        "config error: task.reward_funcs: 'python:gone_fn' was a function handed to train() in another process (a "
+        "lambda, functools.partial or callable object has no importable name): pass it again with "
+        "train(..., reward_funcs=[...]), or name a module:function to resume from the command line")
 
 
 # --- the text task: prompts from a table of rows, any number of agents ------------------------------------
