@@ -95,7 +95,8 @@ def write_rows(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
     tmp.replace(path)
 
 
-def train(config: RunConfig | str | Path | None = None, overrides: Sequence[str] | Mapping[str, Any] = (), *, dataset: Any = None,
+def train(config: RunConfig | str | Path | None = None, overrides: Sequence[str] | Mapping[str, Any] = (), *,
+          dataset: Any = None,
           reward_funcs: Sequence[Callable[..., Any] | str] | None = None,
           reward_weights: Sequence[float] | None = None) -> TrainResult:
     """Train as `comlrl-train` does, in this process; returns the run's metrics and output paths.

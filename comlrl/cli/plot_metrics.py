@@ -2,9 +2,22 @@
 
     python scripts/plot_metrics.py runs/align [runs/cross ...] [--out DIR]
 
-Writes overview.png, reward.png (per turn), pruned.png (per turn), loss.png and eval_pass_at_1.png, plus
-summary.md: a markdown table of each run's final figures and wall time (sum of step_seconds), also
-printed. Default DIR: RUN_DIR/plots for one run, ./plots for several.
+Each run is one line colour in every figure:
+  reward.png: what training changed, the training reward minus the untrained policy's on the same problems
+      (reward_vs_start; the raw reward where under half the steps have it), and the trained-on (probe) and held-out
+      problems' sampled reward at each evaluation with the paired 95% interval of the change since step 0
+  reward_per_turn.png: the raw training reward per step, all turns and each turn (it follows the problems
+      each step draws: not a learning curve)
+  eval_pass_at_1.png: held-out pass@1, greedy and sampled (step 0 = before training)
+  overview.png: reward, pruned fraction, loss and greedy eval pass@1
+  pruned.png: the fraction of nodes pruned by early termination, all turns and each turn
+  loss.png: the training loss
+  cooperation.png: the helper-call rates of code tasks (only for runs that log them)
+and summary.md: a markdown table of each run's final figures (eval pass@1: greedy, else sampled, labelled
+so) and wall time (sum of step_seconds), also printed.
+
+Default DIR: ./plots/RUN (several runs: ./plots/RUN1_vs_RUN2...), a folder of this command's own, so the
+plots a run draws into RUN_DIR/plots at its end are never overwritten; --out RUN_DIR/plots redraws those.
 """
 
 from __future__ import annotations
@@ -15,18 +28,18 @@ from pathlib import Path
 
 from comlrl.cli import add_version
 from comlrl.viz import VizError
-from comlrl.viz.metrics_plot import load_runs, plot_runs, summary_table
+from comlrl.viz.metrics_plot import default_out_dir, load_runs, plot_runs, summary_table
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Write the plots and the table; one-line error and exit 1 on a missing run or metrics file."""
+    """Write the plots and the table; one-line error and exit 2 on a missing run or metrics file."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_version(parser)
     parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="runs' training.output_dir")
-    parser.add_argument("--out", default=None, metavar="DIR", help="where the PNGs and summary.md go")
+    parser.add_argument("--out", default=None, metavar="DIR",
+                        help="where the PNGs and summary.md go (default: ./plots/RUN, see above)")
     args = parser.parse_args(argv)
-    out = Path(args.out) if args.out else (Path(args.run_dirs[0]) / "plots" if len(args.run_dirs) == 1
-                                           else Path("plots"))
+    out = Path(args.out) if args.out else default_out_dir(args.run_dirs)
     try:
         runs = load_runs(args.run_dirs)
         paths = plot_runs(runs, out)

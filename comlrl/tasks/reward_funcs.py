@@ -112,7 +112,8 @@ def _as_list(values: Any, rows: int, who: str) -> Any:
         values = values.detach().cpu().numpy()
     if isinstance(values, np.ndarray):
         if values.ndim != 1:
-            raise RewardFunctionError(f"{who} returned an array of shape {tuple(values.shape)}, expected {rows} numbers")
+            raise RewardFunctionError(f"{who} returned an array of shape {tuple(values.shape)}, "
+                                      f"expected {rows} numbers")
         return values.tolist()
     return values
 

@@ -100,6 +100,13 @@ def run_names(paths: list[Path]) -> list[str]:
     return [str(p) for p in paths]  # the same directory given twice
 
 
+def default_out_dir(run_dirs: list[str | Path]) -> Path:
+    """`plots/<run names>` in the working directory (several joined by `_vs_`): a folder of the command's own,
+    so re-plotting a run never overwrites the `plots/` the run drew into its folder at its end."""
+    names = run_names([Path(d) for d in run_dirs])
+    return Path("plots") / "_vs_".join(n.strip("/").replace("/", "-") or "run" for n in names)
+
+
 def load_runs(run_dirs: list[str | Path]) -> list[Run]:
     """Load every run (VizError on the first bad one), named by `run_names`."""
     paths = [Path(d) for d in run_dirs]
@@ -111,6 +118,16 @@ def _fmt(value: float, digits: int = 3) -> str:
     return f"{value:.{digits}f}" if math.isfinite(value) else "n/a"
 
 
+def eval_pass_cell(run: Run) -> str:
+    """The table's held-out pass@1, first → last evaluation: greedy, else sampled and labelled so (a run that
+    evaluated sampled chains only logs no greedy figure, and `n/a` would hide what it measured)."""
+    for key, label in (("eval/pass_at_1", ""), ("eval/sampled/pass_at_1", " (sampled)")):
+        ev = [v for v in run.series(key)[1] if math.isfinite(v)]
+        if ev:
+            return (_fmt(ev[0]) if len(ev) == 1 else f"{_fmt(ev[0])} → {_fmt(ev[-1])}") + label
+    return "n/a"
+
+
 def summary_table(runs: list[Run]) -> str:
     """Markdown table of each run's final figures (last training step) and wall time."""
     turns = sorted({t for r in runs for t in r.turns()})
@@ -119,9 +136,7 @@ def summary_table(runs: list[Run]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|"]
     for r in runs:
         train = [s for s in r.steps if s > 0]
-        _, ev = r.series("eval/pass_at_1")
-        ev = [v for v in ev if math.isfinite(v)]
-        evtxt = "n/a" if not ev else _fmt(ev[0]) if len(ev) == 1 else f"{_fmt(ev[0])} → {_fmt(ev[-1])}"
+        evtxt = eval_pass_cell(r)
         _, secs = r.series("step_seconds", train_only=True)
         secs = [v for v in secs if math.isfinite(v)]
         row = ([r.name, str(max(train)) if train else "0", _fmt(r.final("reward_mean"))]

@@ -145,7 +145,8 @@ def test_components_and_metrics_are_unweighted_and_the_weighted_sum_is_logged(sb
     assert r.components["length"] == pytest.approx(length) and r.components["distinct_chars"] == pytest.approx(distinct)
     assert r.total == pytest.approx(3.0 + 0.5 * length + 2.0 * distinct)  # the levels' 3.0 and the weighted terms
     counts = task.counts(r)
-    assert counts["reward/length"] == pytest.approx(length) and counts["reward/distinct_chars"] == pytest.approx(distinct)
+    assert counts["reward/length"] == pytest.approx(length)
+    assert counts["reward/distinct_chars"] == pytest.approx(distinct)
     assert counts["reward/weighted_sum"] == pytest.approx(0.5 * length + 2.0 * distinct)
     assert "reward/weighted_sum" in task.count_names
 

@@ -140,11 +140,14 @@ def test_real_runs_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "| 1.000 |" in pruned_row  # the threshold stopped every root
 
 
-def test_cli_default_out_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_default_out_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
     run = write_run(tmp_path / "run", metrics=metrics_a())
     mod = script()
+    monkeypatch.chdir(tmp_path)
     assert mod.main([str(run)]) == 0
-    assert (run / "plots" / "summary.md").is_file() and (run / "plots" / "overview.png").is_file()
+    assert (tmp_path / "plots" / "run" / "summary.md").is_file()
+    assert (tmp_path / "plots" / "run" / "overview.png").is_file()
     capsys.readouterr()
     assert mod.main([str(run), str(tmp_path / "nope")]) == 2  # bad input: 2, as every other comlrl command
     assert capsys.readouterr().err == f"plot_metrics: run directory not found: {tmp_path / 'nope'}\n"
@@ -219,3 +222,55 @@ def test_cooperation_is_drawn_only_for_runs_that_log_the_helper_call_rates(tmp_p
     drawn = plot_runs(load_runs([plain, coop]), tmp_path / "b")
     assert [p.name for p in drawn] == list(PLOTS)
     check_png(tmp_path / "b" / "cooperation.png")
+
+
+def test_the_table_shows_the_sampled_pass_rate_of_a_run_that_evaluated_sampled_only(tmp_path: Path) -> None:
+    """A run that evaluated sampled only (eval/sampled/pass_at_1, no eval/pass_at_1) read `n/a` (issue 36,
+    item 8); its sampled figure is shown, labelled; a run with greedy figures keeps them."""
+    sampled = write_run(tmp_path / "sampled", metrics=[
+        {"step": 0, "eval/sampled/pass_at_1": 0.125},
+        {"step": 1, "reward_mean": 1.0, "step_seconds": 2.0},
+        {"step": 2, "reward_mean": 1.5, "step_seconds": 2.0, "eval/sampled/pass_at_1": 0.375}])
+    both = write_run(tmp_path / "both", metrics=[{**m, "eval/sampled/pass_at_1": 0.5} for m in metrics_a()])
+    rows = summary_table(load_runs([sampled, both])).strip().splitlines()[2:]
+    # turn_1 and turn_2 reward (the other run's turns), pruned_frac and loss are absent: n/a
+    assert rows[0] == "| sampled | 2 | 1.500 | n/a | n/a | n/a | n/a | 0.125 → 0.375 (sampled) | 4.0 |"
+    assert rows[1].split(" | ")[-2] == "0.250 → 0.750"  # greedy, as before
+
+
+def test_the_default_output_folder_leaves_the_runs_own_plots_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """It overwrote RUN_DIR/plots, which the run itself draws at its end (issue 36, item 8): the default is
+    ./plots/<run names>, a folder of its own; --out still writes where it is told."""
+    run = write_run(tmp_path / "runs" / "align", metrics=metrics_a())
+    other = write_run(tmp_path / "runs" / "cross", metrics=metrics_b())
+    (run / "plots").mkdir()
+    (run / "plots" / "reward.png").write_bytes(b"the run's own")
+    monkeypatch.chdir(tmp_path)
+    mod = script()
+    assert mod.main([str(run)]) == 0
+    assert (run / "plots" / "reward.png").read_bytes() == b"the run's own"
+    assert sorted(p.name for p in (run / "plots").iterdir()) == ["reward.png"]
+    check_png(tmp_path / "plots" / "align" / "reward.png")
+    assert capsys.readouterr().out.splitlines()[-1].endswith(" to plots/align")
+    assert mod.main([str(run), str(other)]) == 0
+    assert (tmp_path / "plots" / "align_vs_cross" / "summary.md").is_file()
+    assert mod.main([str(run), "--out", str(run / "plots")]) == 0  # told to: it writes there
+    check_png(run / "plots" / "reward.png")
+
+
+def test_help_and_readme_say_what_each_png_shows(capsys: pytest.CaptureFixture[str]) -> None:
+    """--help called reward.png "per turn", the README "the training reward minus the untrained policy's"
+    (issue 36, item 8): both name every PNG the code draws and say the same of reward.png."""
+    with pytest.raises(SystemExit):
+        script().main(["--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    for name in PLOTS:
+        assert name in help_text, name
+    reward = "the training reward minus the untrained policy's on the same problems"
+    assert f"reward.png: what training changed, {reward}" in help_text
+    assert f"`reward.png` shows what training changed ({reward}" in readme
+    assert "reward_per_turn.png: the raw training reward per step" in help_text
+    assert "`reward_per_turn.png` the raw training reward per step" in readme
+    assert "./plots/RUN" in help_text and "RUN_DIR/plots" in help_text
