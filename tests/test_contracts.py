@@ -201,3 +201,35 @@ def test_each_turn_acts_on_the_state_its_parent_joint_action_left() -> None:
     assert root.rewards == [1.0, 1.0] and child.rewards == [2.0, 2.0] and leaf.rewards == [3.0, 3.0]
     assert task.acted_on == [(), ()] + [(f"g{i}",) for i in (0, 0, 1, 1)] + [
         (f"g{i}", f"g{j}") for i in (0, 1) for j in (0, 1) for _ in (0, 1)]
+
+
+def test_a_rollout_names_each_tree_by_its_problems_id() -> None:
+    """trees.jsonl could not say which problem a tree was about (issue 36, item 15): the rollout puts the task's
+    `problem_id` of each problem on its tree's root (a HumanEval-format problem: its task_id; a problem the
+    task knows no id of: None)."""
+    from comlrl.tree.contracts import Problem
+
+    task = Journal()
+    problem = Problem("HumanEval/3", "def f():", "f", "def check(c): pass")
+    roots = Rollout(task, task, Numbered(), [problem, "plain text"]).run(TreeShape(1, 2, 2, "align", None), tag="")
+    assert [root.problem for root in roots] == ["HumanEval/3", None]
+
+
+def test_every_task_names_its_problems_by_their_task_id() -> None:
+    """Each problem type of the shipped tasks has a `task_id`; each task gives it as the problem's id, and a
+    centralized team gives its inner task's."""
+    from comlrl.tasks.actions.taskfile import ActionProblem
+    from comlrl.tasks.bfcl.data import BfclProblem
+    from comlrl.tasks.bfcl.multi_turn import BfclMultiTurnTask
+    from comlrl.tasks.bfcl.task import BfclTask
+    from comlrl.tasks.centralized import CentralizedTask
+    from comlrl.tasks.text import TextProblem, TextTask, TextTaskConfig
+
+    text = TextTask(TextTaskConfig())
+    bfcl = BfclProblem("simple_python_3", "simple_python", (), (), ())
+    cases = [(text, TextProblem("row-7", "Write a haiku.")), (CentralizedTask(text), TextProblem("row-7", "Hi")),
+             (BfclTask(), bfcl), (CentralizedTask(BfclTask()), bfcl), (BfclMultiTurnTask(), bfcl),
+             (ActionsTask(), ActionProblem("greet-1", "edit", "say hi", "Say hi.", "edit")),
+             (build_task("code_single", None), ADD)]
+    assert [task.problem_id(problem) for task, problem in cases] == [
+        "row-7", "row-7", "simple_python_3", "simple_python_3", "simple_python_3", "greet-1", ADD.task_id]

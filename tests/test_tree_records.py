@@ -105,8 +105,8 @@ def test_records_of_real_trees_round_trip_exactly(mode: str, n: int, g: int, tur
         assert line.endswith("\n") and "\n" not in line[:-1]
         back = NodeRecord.from_json(json.loads(line))
         assert back == rec and back.to_line() == line
-        assert list(json.loads(line)) == ["schema", "step", "id", "parent", "parent_action", "turn", "tree", "prompts",
-                                          "completions", "joint_actions", "rewards", "returns", "advantages",
+        assert list(json.loads(line)) == ["schema", "step", "id", "parent", "parent_action", "turn", "tree", "problem",
+                                          "prompts", "completions", "joint_actions", "rewards", "returns", "advantages",
                                           "reward_details", "pruned", "children"]
         assert json.loads(line)["schema"] == SCHEMA_VERSION == 2
         assert rec.id == f"s3r1t{node.id}" and rec.tree == f"s3r1t{node.root}" and rec.pruned == node.terminated
@@ -151,9 +151,11 @@ def test_the_old_writers_file_loads_field_for_field() -> None:
         old = json.loads(line)
         assert "schema" not in old
         new = rec.to_json()
-        # every field but the reward details is the same text; the line gains only the schema version
-        assert json.dumps({k: v for k, v in new.items() if k != "schema"} | {"reward_details": old["reward_details"]}) \
-            == line
+        # every field but the reward details is the same text; the line gains only the schema version and the
+        # problem id, which the old writer did not record
+        assert new["problem"] is None
+        assert json.dumps({k: v for k, v in new.items() if k not in ("schema", "problem")}
+                          | {"reward_details": old["reward_details"]}) == line
         assert len(rec.reward_details) == len(old["reward_details"])
         for got, was in zip(rec.reward_details, old["reward_details"], strict=True):
             if was is None:
@@ -276,3 +278,31 @@ def test_export_success_is_the_rewards_verdict(tmp_path: Path) -> None:
     [pair] = preference_pairs(records, only_success=True)
     assert pair["chosen"][0]["content"] == roots[0].completions[0][1]
     assert preference_pairs([replace(records[0], reward_details=[None, None])], only_success=True) == []
+
+
+# ------------------------------------------------------------------------------------------ problem ids
+
+def test_every_node_names_the_problem_its_tree_is_about(tmp_path: Path) -> None:
+    """A user could not tell which problem a tree was about without reading its prompts (issue 36, item 15):
+    every record of a tree carries its root's `problem` (the task's `problem_id`), the line round trips, the
+    exports keep it, and a line written before the field loads with None."""
+    roots = grow("align", 2, 2, 3, None)
+    for root, pid in zip(roots, ("HumanEval/3", "easy/add"), strict=True):
+        root.problem = pid
+    records = node_records(roots, 1, "s1r0t", 2)
+    trees: dict[str, set] = {}
+    for rec in records:
+        trees.setdefault(rec.tree, set()).add(rec.problem)
+    assert trees == {"s1r0t0": {"HumanEval/3"}, "s1r0t1": {"easy/add"}}
+    assert len(records) == 2 * (1 + 2 + 4)  # every node of both trees, not the roots only
+    path = tmp_path / "trees.jsonl"
+    path.write_text("".join(r.to_line() for r in records))
+    assert list(read_records(path)) == records
+    line = json.loads(records[-1].to_line())
+    assert line["problem"] == "easy/add" and line["schema"] == SCHEMA_VERSION
+    assert NodeRecord.from_json({k: v for k, v in line.items() if k != "problem"}).problem is None
+    with pytest.raises(RecordError, match="^field 'problem': expected a string or null$"):
+        NodeRecord.from_json({**line, "problem": 3})
+    assert {r["meta"]["problem"] for r in sft_records(records)} == {"HumanEval/3", "easy/add"}
+    pairs = preference_pairs(records)
+    assert pairs and {p["meta"]["problem"] for p in pairs} == {"HumanEval/3", "easy/add"}

@@ -46,6 +46,7 @@ class Trajectory:
     step: int
     tree: str
     steps: tuple[Step, ...]
+    problem: str | None = None  # the id of the problem the tree is about (None: trees.jsonl did not record it)
 
     @property
     def reward(self) -> float:
@@ -92,7 +93,7 @@ def trajectories(records: Iterable[NodeRecord]) -> Iterator[Trajectory]:
                 path.append(_step(parent, parent.actions[cur.parent_action]))
                 cur = parent
             path.reverse()
-            yield Trajectory(rec.step, rec.tree, tuple(path))
+            yield Trajectory(rec.step, rec.tree, tuple(path), rec.problem)
 
 
 def merge_roles(messages: Sequence[Message]) -> list[Message]:
@@ -137,7 +138,7 @@ def to_training_format(trajectory: Trajectory, agent: int = 0, *, role_names: Se
 
     `per_turn=True` gives one record per turn (that turn's prompt + answer) instead of one for the path.
     """
-    meta = {"step": trajectory.step, "tree": trajectory.tree, "agent": agent,
+    meta = {"step": trajectory.step, "tree": trajectory.tree, "problem": trajectory.problem, "agent": agent,
             "role": role_names[agent] if role_names and agent < len(role_names) else f"agent{agent}",
             "turns": len(trajectory.steps), "reward": trajectory.reward, "success": trajectory.success,
             "leaf": trajectory.steps[-1].node, "joint_action": trajectory.steps[-1].joint}
@@ -199,7 +200,7 @@ def preference_pairs(records: Iterable[NodeRecord], *, min_gap: float = 1e-9, on
                 "prompt": merge_roles(prompt_of(rec.prompts[a])),
                 "chosen": [{"role": "assistant", "content": chosen[a]}],
                 "rejected": [{"role": "assistant", "content": rejected[a]}],
-                "meta": {"step": rec.step, "tree": rec.tree, "node": rec.id, "turn": rec.turn,
+                "meta": {"step": rec.step, "tree": rec.tree, "problem": rec.problem, "node": rec.id, "turn": rec.turn,
                          "agent": a,
                          "role": role_names[a] if role_names and a < len(role_names) else f"agent{a}",
                          "chosen_value": values[best], "rejected_value": values[worst],

@@ -81,6 +81,9 @@ class CentralizedTask(Task):
         """The team's one part: the whole completion (`inner.split_roles` gives the roles' parts)."""
         return [text if isinstance(text, str) else ""]
 
+    def problem_id(self, problem: Any) -> str | None:
+        return self.inner.problem_id(problem)
+
     # -- scoring -----------------------------------------------------------------------------------------
 
     def parts(self, texts: Sequence[str]) -> tuple[str, ...]:

@@ -167,6 +167,10 @@ class TextTask(Task):
     def role_instructions(self, agent: int) -> str:
         return self.cfg.instructions[agent] if self.cfg.instructions else ""
 
+    def problem_id(self, problem: TextProblem) -> str:
+        """The row's id column (dataset.fields.task_id), else its position in the table (from 0)."""
+        return problem.task_id
+
     def initial_messages(self, problem: TextProblem) -> list[Messages]:
         """Per agent: the system prompt, then the row's prompt with the agent's instruction after it."""
         head = [{"role": "system", "content": self.cfg.system_prompt}] if self.cfg.system_prompt else []

@@ -201,6 +201,12 @@ class Task(ABC):
         """How eval.jsonl names a problem: its task id (HumanEval-format problems), else its position."""
         return problem.task_id if isinstance(problem, Problem) else str(index)
 
+    def problem_id(self, problem: Any) -> str | None:
+        """The problem's own id, written on every node of its tree in trees.jsonl so that a reader can tell
+        which problem a tree was about: a HumanEval-format problem's `task_id`; None where there is none
+        (a task whose problems are of its own type names them itself)."""
+        return problem.task_id if isinstance(problem, Problem) else None
+
     def problem_category(self, problem: Any) -> str:
         """The group a problem's evaluation figures are also reported in (a benchmark's category, e.g.
         BFCL's `simple_python`); "" for none."""

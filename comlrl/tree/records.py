@@ -8,7 +8,8 @@ joint action j, minus its total (that is `rewards[j]`) and the scored code (the 
 Schema versions: 1 is the unmarked line written before this type existed, whose reward details held test
 counts and helper flags but no pass verdict; version 2 (`"schema": 2` first) records `all_passed` and
 `notes`. Both load; a version-1 detail gets the verdict export gave it (`success` component, else every
-test passed).
+test passed). `problem` (the id of the problem the node's tree is about, `Task.problem_id`) came later within
+version 2: a line without it loads with None, and a reader that predates it ignores it.
 """
 
 from __future__ import annotations
@@ -115,6 +116,7 @@ class NodeRecord:
     reward_details: list[RewardRecord | None]  # per joint action
     pruned: bool  # stopped early by the threshold
     children: dict[int, str]  # joint-action index -> child node id
+    problem: str | None = None  # the id of the problem the tree is about (`Task.problem_id`); None: not known
 
     @property
     def actions(self) -> tuple[JointActionRecord, ...]:
@@ -133,9 +135,9 @@ class NodeRecord:
     def to_json(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA_VERSION, "step": self.step, "id": self.id, "parent": self.parent,
-            "parent_action": self.parent_action, "turn": self.turn, "tree": self.tree, "prompts": self.prompts,
-            "completions": self.completions, "joint_actions": self.joint_actions, "rewards": self.rewards,
-            "returns": self.returns, "advantages": self.advantages,
+            "parent_action": self.parent_action, "turn": self.turn, "tree": self.tree, "problem": self.problem,
+            "prompts": self.prompts, "completions": self.completions, "joint_actions": self.joint_actions,
+            "rewards": self.rewards, "returns": self.returns, "advantages": self.advantages,
             "reward_details": [None if d is None else d.to_json() for d in self.reward_details],
             "pruned": self.pruned, "children": {str(j): c for j, c in self.children.items()},
         }
@@ -161,6 +163,8 @@ class NodeRecord:
         _need(d["parent"] is None or isinstance(d["parent"], str), "parent", "a string or null")
         _need(d["parent_action"] is None or isinstance(d["parent_action"], int), "parent_action", "an integer or null")
         _need(isinstance(d["turn"], int), "turn", "an integer")
+        problem = d.get("problem")  # absent from lines written before it
+        _need(problem is None or isinstance(problem, str), "problem", "a string or null")
         _need(_is_chats(d["prompts"]), "prompts", "per agent a list of {role, content} messages")
         _need(_is_grid(d["completions"], str), "completions", "per agent a list of strings")
         _need(_is_grid(d["joint_actions"], int), "joint_actions", "per joint action a list of integers")
@@ -187,7 +191,7 @@ class NodeRecord:
             d["step"], d["id"], d["parent"], d["parent_action"], d["turn"], d["tree"], d["prompts"], d["completions"],
             d["joint_actions"], rewards, returns, d["advantages"],
             [RewardRecord.from_json(x, version, f"reward_details[{j}]") for j, x in enumerate(details)],
-            d["pruned"], {int(k): v for k, v in kids.items()},
+            d["pruned"], {int(k): v for k, v in kids.items()}, problem,
         )
 
 
@@ -210,7 +214,8 @@ def _text(completion: Any) -> str:
 
 
 def node_records(roots: Sequence[Node], step: int, prefix: str, num_agents: int) -> list[NodeRecord]:
-    """One record per node of every tree, parents first, ids made unique per step and rank by `prefix`."""
+    """One record per node of every tree, parents first, ids made unique per step and rank by `prefix`; each
+    names its tree's problem (the root's `problem`), so a reader needs no prompt to tell the trees apart."""
     out = []
     for root in roots:
         for node in root.walk():
@@ -224,6 +229,7 @@ def node_records(roots: Sequence[Node], step: int, prefix: str, num_agents: int)
                 advantages=node.advantages,
                 reward_details=[None if d is None else RewardRecord.of(d) for d in node.details],
                 pruned=node.terminated, children={j: f"{prefix}{c.id}" for j, c in node.children.items()},
+                problem=root.problem,
             ))
     return out
 

@@ -184,6 +184,7 @@ class Rollout:
         roots = make_roots([self.initial_messages(p) for p in self.problems], tag)
         for root, problem in zip(roots, self.problems, strict=True):
             root.state = self.task.initial_state(problem)
+            root.problem = self.task.problem_id(problem)
         expand_trees(roots, shape, self.generate, self.score, self.next_messages)
         if self.on_done is not None:
             self.on_done(self.label)  # one line for the whole rollout, not one per prompt

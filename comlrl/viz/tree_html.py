@@ -241,6 +241,12 @@ def _json_for_script(data: Any) -> str:
     return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
 
 
+def tree_label(rec: NodeRecord) -> str:
+    """A tree's name on the page: its id and, where trees.jsonl records it, the problem it is about (so a
+    reader can tell the trees apart without opening their prompts)."""
+    return f"{rec.tree} · problem {rec.problem}" if rec.problem is not None else rec.tree
+
+
 def build_html(records: list[NodeRecord], title: str = "comlrl tree") -> str:
     """The whole page for these node records (one step; any number of trees)."""
     if not records:
@@ -266,9 +272,9 @@ def build_html(records: list[NodeRecord], title: str = "comlrl tree") -> str:
             stack.extend(k for _, k in n.kids)
         counts = ", ".join(f"turn {t}: {c}" for t, c in sorted(per_turn.items()))
         anchor = f"tree-{i}"
-        nav.append(f'<a href="#{anchor}">{e(tid)}</a>')
+        nav.append(f'<a href="#{anchor}">{e(tree_label(root.rec))}</a>')
         sections.append(
-            f'<section class="tree" id="{anchor}" data-tree="{e(tid)}"><h2>tree {e(tid)} '
+            f'<section class="tree" id="{anchor}" data-tree="{e(tid)}"><h2>tree {e(tree_label(root.rec))} '
             f'<span class="sub">{count} nodes ({e(counts)}), {pruned} pruned, '
             f'r̄ {_fmt(_mean(root.rec.rewards))} · R̄ {_fmt(_mean(root.rec.returns))} at the root</span></h2>'
             f'<div class="scroll">{svg}</div></section>'

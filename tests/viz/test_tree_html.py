@@ -209,3 +209,18 @@ def test_reward_details_of_old_and_new_files_reach_the_page_as_records() -> None
     assert details and all(set(d) == {"components", "all_passed", "notes"} for d in details)
     assert all(d["all_passed"] is False for d in details)  # tiny-random: no test passes
     assert "d.all_passed" in render(DATA / "align", 1) and "d.notes" in render(DATA / "align", 1)
+
+
+def test_each_tree_is_headed_by_its_problems_id() -> None:
+    """The page named trees only by their ids (issue 36, item 15): a tree whose records carry the problem id
+    shows it in its heading and its nav link (escaped); a tree without one (an older file) shows none."""
+    from dataclasses import replace
+
+    recs = synthetic_records(trees=2)
+    named = [replace(r, problem="HumanEval/<3>") if r.tree == "s1r0t0" else r for r in recs]
+    page = build_html(named)
+    assert page.count("problem HumanEval/&lt;3&gt;") == 2  # the heading and the nav link
+    assert '<a href="#tree-0">s1r0t0 · problem HumanEval/&lt;3&gt;</a>' in page
+    assert '<a href="#tree-1">s1r0t1</a>' in page
+    assert data_blob(page)["s1r0t0"]["problem"] == "HumanEval/<3>"
+    assert "problem" not in build_html(recs).split('<section class="tree"')[1].split("</h2>")[0]

@@ -189,6 +189,9 @@ class ActionsTask(Task):
         self._problems.setdefault(problem.task_id, problem)
         return [prompts.initial_messages(self.system_prompt(a, problem), problem) for a in range(self.num_agents)]
 
+    def problem_id(self, problem: ActionProblem) -> str:
+        return problem.task_id
+
     def messages_for(self, problem: ActionProblem, state: TrajectoryState) -> list[list[dict[str, str]]]:
         """Each agent's chat after `state`: its own earlier answers, then observations + the next user turn."""
         out = []

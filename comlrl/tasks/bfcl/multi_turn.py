@@ -404,6 +404,9 @@ class BfclMultiTurnTask(Task):
     def problem_label(self, problem: BfclProblem, index: int) -> str:
         return problem.task_id
 
+    def problem_id(self, problem: BfclProblem) -> str:
+        return problem.task_id
+
     def problem_category(self, problem: BfclProblem) -> str:
         return problem.category
 

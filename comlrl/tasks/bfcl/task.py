@@ -168,6 +168,9 @@ class BfclTask(Task):
     def problem_label(self, problem: BfclProblem, index: int) -> str:
         return problem.task_id
 
+    def problem_id(self, problem: BfclProblem) -> str:
+        return problem.task_id
+
     def problem_category(self, problem: BfclProblem) -> str:
         return problem.category
 
