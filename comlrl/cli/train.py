@@ -2,6 +2,7 @@
 
     comlrl-train --config configs/align_T2_G4.yaml [key=value ...]    # one process (python scripts/train.py: the same)
     comlrl-train --resume runs/align_T2_G4 [key=value ...]             # continue a stopped run
+    comlrl-train --resume runs/align_T2_G4/checkpoints/step-2          # go on from an earlier checkpoint
     accelerate launch --config_file configs/accelerate/ddp_cpu.yaml scripts/train.py --config ...  # several processes
 """
 
@@ -30,6 +31,14 @@ def keys_epilog() -> str:
     return "\n".join(lines)
 
 
+def run_of(path: Path) -> tuple[Path, Path | None]:
+    """(run folder, checkpoint or None) of what `--resume` was given: a run folder, or one of its checkpoints
+    (`<run>/checkpoints/step-<k>`, told by its meta.json)."""
+    if (path / "meta.json").is_file() and path.parent.name == "checkpoints":
+        return path.parent.parent, path
+    return path, None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, epilog=keys_epilog(),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -39,16 +48,20 @@ def main(argv: list[str] | None = None) -> int:
                              "(configs/align_T2_G4.yaml is the quick start's setup)")
     parser.add_argument("--resume", default=None, metavar="DIR",
                         help="continue the run in DIR from its latest checkpoint, with DIR/config.yaml "
-                             "unless --config is given")
+                             "unless --config is given; DIR may also be one of its checkpoints, "
+                             "DIR/checkpoints/step-<k>, to go on from that step (the later ones are removed)")
     parser.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
     parser.add_argument("overrides", nargs="*", help="key=value overrides, e.g. magrpo.joint_mode=cross")
     args = parser.parse_args(argv)
     overrides = list(args.overrides)
     config = args.config
     if args.resume:
-        overrides += [f"training.output_dir={args.resume}", "training.resume=true"]
+        run_dir, checkpoint = run_of(Path(args.resume))
+        overrides += [f"training.output_dir={run_dir}", "training.resume=true"]
+        if checkpoint is not None:
+            overrides.append(f"training.resume_from={checkpoint}")
         if config is None:
-            config = Path(args.resume) / "config.yaml"
+            config = run_dir / "config.yaml"
             if not config.is_file():
                 print(f"error: --resume {args.resume}: {config} does not exist (not a run directory?); "
                       "give the run's config with --config", file=sys.stderr)

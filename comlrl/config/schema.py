@@ -121,10 +121,12 @@ class TrainingConfig:
     trees_per_step: int = 1  # trees (problems) per rank per optimizer step
     eval_every: int = 0  # 0 = only before and after training
     eval_size: int | None = None  # cap on eval problems; null = whole eval split
-    save_every: int = 0  # 0 = only at the end
+    save_every: int = 1  # checkpoint every k steps (and at the end); 0 = only at the end
+    save_total_limit: int | None = 2  # keep the newest k checkpoints; null = every one
     output_dir: str = "runs/latest"
     seed: int = 0
     resume: bool = False
+    resume_from: str | None = None  # with resume: this run's checkpoint folder to start from; null = the latest
     overwrite: bool = False  # reuse an output_dir that holds an earlier run's outputs (they are replaced)
     torch_threads: int = 0  # 0 = the cores this process may use / local processes
 
@@ -136,6 +138,14 @@ class TrainingConfig:
         out = Path(self.output_dir).expanduser()  # a file on the way would fail the run's first write, after loading
         blocker = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
         require(blocker is None, "training.output_dir", self.output_dir, f"a directory path ({blocker} is a file)")
+        require(self.save_total_limit is None or self.save_total_limit >= 1, "training.save_total_limit",
+                self.save_total_limit, "an integer >= 1 or null (keep every checkpoint)")
+        if self.resume_from is not None:
+            require(self.resume, "training.resume", self.resume, "true when training.resume_from is set")
+            folder, own = Path(self.resume_from).expanduser(), out / "checkpoints"
+            require(folder.resolve().parent == own.resolve() and (folder / "meta.json").is_file(),
+                    "training.resume_from", self.resume_from,
+                    f"a checkpoint folder of this run ({own}/step-<k> with its meta.json)")
 
 
 @dataclass

@@ -32,7 +32,7 @@ from types import FrameType
 from comlrl.config.schema import ConfigError, RunConfig
 from comlrl.console import launcher_rank, plural
 from comlrl.errors import RunStopped
-from comlrl.run.checkpoint import checkpoint_step, latest_checkpoint
+from comlrl.run.checkpoint import checkpoint_step, latest_checkpoint, resume_point
 from comlrl.run.outputs import OUTPUTS
 
 INTERRUPTED = 130  # 128 + SIGINT: what a shell reports for a command stopped by Ctrl-C
@@ -55,7 +55,7 @@ def check_resume(cfg: RunConfig) -> str | None:
     weights are written; ConfigError when training.steps is below the checkpoint; else None (go on)."""
     t = cfg.training
     out = Path(t.output_dir)
-    latest = latest_checkpoint(out / "checkpoints") if t.resume else None
+    latest = resume_point(cfg)
     if latest is None:
         return None
     done = checkpoint_step(latest)

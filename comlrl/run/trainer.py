@@ -21,7 +21,14 @@ from comlrl.console import plural, quiet_console
 from comlrl.learn.advantages import AdvantageStats
 from comlrl.learn.distributed import WorldSizeError, sum_over_ranks
 from comlrl.learn.update import UpdateStats, train_on_trees
-from comlrl.run.checkpoint import checkpoint_step, latest_checkpoint, load_checkpoint, save_checkpoint
+from comlrl.run.checkpoint import (
+    checkpoint_step,
+    drop_after,
+    load_checkpoint,
+    prune_checkpoints,
+    resume_point,
+    save_checkpoint,
+)
 from comlrl.run.components import Components, build
 from comlrl.run.evaluation import Evaluator
 from comlrl.run.metrics import StepSums, leaves, mean_root_returns, turn_sums
@@ -229,7 +236,7 @@ def run(cfg: RunConfig) -> int:
     check_output_dir(cfg)  # before anything loads: an earlier run's outputs are never replaced unasked
     out = Path(cfg.training.output_dir)
     ckpt_root = out / "checkpoints"
-    latest = latest_checkpoint(ckpt_root) if cfg.training.resume else None
+    latest = resume_point(cfg)
     comp = build(cfg, log_with=make_trackers(cfg, checkpoint_step(latest) if latest else 0))
     acc = comp.accelerator
     start = 0
@@ -240,6 +247,10 @@ def run(cfg: RunConfig) -> int:
             start = load_checkpoint(comp.trained(), latest)
             comp.engine.weights_changed()
             log.info("resumed from %s (step %d)", latest, start)
+            dropped = drop_after(ckpt_root, start) if acc.is_main_process else []
+            if dropped:  # a resume from an earlier checkpoint: the later ones belong to the path not taken
+                log.info("removed the later checkpoints %s (this run goes on from step %d)",
+                         ", ".join(p.name for p in dropped), start)
     writer = RunWriter(cfg, acc, resume_step=start) if acc.is_main_process else None
     bar = None
     evaluator = Evaluator(comp)
@@ -273,6 +284,8 @@ def run(cfg: RunConfig) -> int:
                 writer.write_evals(ev_records)
             if last or (cfg.training.save_every and done % cfg.training.save_every == 0):
                 save_checkpoint(comp.trained(), done, ckpt_root)
+                if acc.is_main_process:
+                    prune_checkpoints(ckpt_root, cfg.training.save_total_limit)
             if steps_logged:
                 numbers = progress_numbers(metrics, cfg.magrpo.num_turns, comp.task.headline_outcome)
                 log.info("step %d/%d: %s", done, cfg.training.steps, ", ".join(f"{k}={v}" for k, v in numbers.items()))

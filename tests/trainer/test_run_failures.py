@@ -192,3 +192,28 @@ def test_the_wandb_check_passes_offline_or_with_a_key_and_names_what_is_wrong(tm
         assert line == "ok" and not res.stderr.strip(), res.stderr
     else:
         assert line.startswith(refusal) and "\n" not in line
+
+
+@pytest.mark.slow
+def test_checkpoints_by_default_a_truncated_one_is_one_line_and_an_earlier_one_resumes(tmp_path, tiny_model):
+    """Defects 3 and 5: no save_every given, every step is checkpointed and the newest two kept; a checkpoint file
+    cut short (a full disk) was a 24-28-line traceback naming no file: one line naming the file and the previous
+    intact checkpoint, which `--resume <run>/checkpoints/step-<k>` goes on from."""
+    run = tmp_path / "run"
+    first = train([*ARGS, "training.steps=3", "evaluation.samples=0", "evaluation.probe_problems=0",
+                   f"training.output_dir={run}"])
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-2", "step-3"]
+    optimizer = run / "checkpoints" / "step-3" / "optimizer.pt"
+    size = optimizer.stat().st_size
+    optimizer.write_bytes(optimizer.read_bytes()[: size // 2])
+    more = train(["--resume", str(run), "training.steps=4"])
+    assert more.returncode == 2, more.stderr[-3000:]
+    assert more.stderr.strip().splitlines()[-1] == (
+        f"checkpoint error: {run}/checkpoints/step-3/optimizer.pt is {size // 2} bytes, {size} when written "
+        f"(truncated); the previous intact checkpoint is {run}/checkpoints/step-2: resume from it with --resume "
+        f"{run}/checkpoints/step-2")
+    again = train(["--resume", str(run / "checkpoints" / "step-2"), "training.steps=4"])
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "(step 2)" in again.stderr and [r["step"] for r in metrics(run)] == [0, 1, 2, 3, 4]
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-3", "step-4"]  # step-3 written anew
