@@ -10,7 +10,7 @@ import gzip
 import hashlib
 import importlib.util
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -38,6 +38,7 @@ class DatasetConfig:
 
     name: str = "easy"  # easy | humaneval | jsonl | hf | coop (task code_coop)
     path: str | None = None  # jsonl: file in HumanEval format; hf: saved dir, parquet/json/jsonl/csv, hub id
+    eval_path: str | None = None  # jsonl/hf: the held-out problems (all of them); null = eval_size split from path
     eval_size: int = 8
     max_problems: int | None = None
     seed: int = 0
@@ -59,6 +60,9 @@ class DatasetConfig:
                               "ignores it; set dataset.name=jsonl (HumanEval-format file) or hf (any table) to "
                               "train on it, or drop dataset.path")
         require(self.eval_size >= 0, "dataset.eval_size", self.eval_size, "an integer >= 0")
+        require(self.eval_path is None or (self.name in ("jsonl", "hf") and bool(self.path)), "dataset.eval_path",
+                self.eval_path, "null unless dataset.name is jsonl or hf with a dataset.path (the held-out "
+                "problems of that training file)")
         require(self.max_problems is None or self.max_problems >= 1, "dataset.max_problems", self.max_problems,
                 "an integer >= 1 or null")
 
@@ -217,17 +221,22 @@ def split_problems(
     return train, evals
 
 
-def load_dataset(cfg: DatasetConfig) -> tuple[list[Problem], list[Problem]]:
-    """Train and eval problems of the `dataset` section.
-
-    `max_problems` caps the training problems only (the first ones in file order after the split), so
-    the held-out eval set is the same with and without it.
-    """
-    problems = load_problems(cfg.name, cfg.path, cfg.fields, cfg.split)
-    train, evals = split_problems(problems, int(cfg.eval_size), int(cfg.seed))
-    max_problems = cfg.max_problems
-    if max_problems is not None:
-        if int(max_problems) < 1:
-            raise DatasetError(f"dataset.max_problems: must be >= 1 or null, got {max_problems}")
-        train = train[: int(max_problems)]
+def train_and_held_out(cfg: DatasetConfig, read: Callable[[str], list[Any]]) -> tuple[list[Any], list[Any]]:
+    """Training and held-out problems of the `dataset` section, from `read(path)`: dataset.path split by
+    `eval_size` (`split_problems`), or with `eval_path` all of dataset.path to train on and all of eval_path
+    held out. `max_problems` caps the training problems only (the first ones in file order after the split),
+    so the held-out set is the same with and without it."""
+    if cfg.eval_path:
+        train, evals = read(str(cfg.path)), read(str(cfg.eval_path))
+    else:
+        train, evals = split_problems(read(str(cfg.path)), int(cfg.eval_size), int(cfg.seed))
+    if cfg.max_problems is not None:
+        if int(cfg.max_problems) < 1:
+            raise DatasetError(f"dataset.max_problems: must be >= 1 or null, got {cfg.max_problems}")
+        train = train[: int(cfg.max_problems)]
     return train, evals
+
+
+def load_dataset(cfg: DatasetConfig) -> tuple[list[Problem], list[Problem]]:
+    """Train and eval problems of the `dataset` section (`train_and_held_out` of the named data set)."""
+    return train_and_held_out(cfg, lambda path: load_problems(cfg.name, path, cfg.fields, cfg.split))

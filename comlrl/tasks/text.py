@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from comlrl.errors import ConfigError
-from comlrl.tasks.datasets import DatasetConfig, DatasetError, split_problems
+from comlrl.tasks.datasets import DatasetConfig, DatasetError, train_and_held_out
 from comlrl.tree.contracts import Continuation, Messages, Task, TaskConfig, Transition
 from feedback.context import cap
 
@@ -157,12 +157,11 @@ class TextTask(Task):
                                "folder), or pass the rows to comlrl.train(dataset=...)")
         from comlrl.tasks.hf_dataset import read_table
 
-        table = read_table(str(dataset_cfg.path), dataset_cfg.split)
-        problems = rows_to_problems(table, list(table.column_names), dataset_cfg.fields, str(dataset_cfg.path))
-        train, evals = split_problems(problems, int(dataset_cfg.eval_size), int(dataset_cfg.seed))  # type: ignore[arg-type]
-        if dataset_cfg.max_problems is not None:
-            train = train[: int(dataset_cfg.max_problems)]
-        return train, evals  # type: ignore[return-value]
+        def read(path: str) -> list[TextProblem]:
+            table = read_table(path, dataset_cfg.split)
+            return rows_to_problems(table, list(table.column_names), dataset_cfg.fields, path)
+
+        return train_and_held_out(dataset_cfg, read)
 
     def role_instructions(self, agent: int) -> str:
         return self.cfg.instructions[agent] if self.cfg.instructions else ""

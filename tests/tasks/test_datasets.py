@@ -213,3 +213,21 @@ def test_jsonl_syntax_error_reports_the_column_json_reports(tmp_path: Path, line
     with pytest.raises(DatasetError) as err:
         load_jsonl(path)
     assert str(err.value) == f"{path}:2: invalid JSON ({msg} at column {column})"
+
+
+def test_an_eval_path_holds_out_all_of_its_problems_and_trains_on_all_of_path(tmp_path: Path) -> None:
+    """A TRL user's eval_dataset: the held-out problems are that file, not a split of the training file."""
+    train = write_jsonl(tmp_path / "train.jsonl", [record(i) for i in range(5)])
+    held = write_jsonl(tmp_path / "held.jsonl", [record(i) for i in range(10, 13)])
+    got_train, got_eval = load_dataset(DS(name="jsonl", path=str(train), eval_path=str(held), eval_size=2,
+                                          max_problems=4))
+    assert [p.task_id for p in got_train] == ["T/0", "T/1", "T/2", "T/3"]  # max_problems still caps training
+    assert [p.task_id for p in got_eval] == ["T/10", "T/11", "T/12"]
+
+
+def test_an_eval_path_needs_a_table_to_hold_out_from() -> None:
+    from comlrl.config.schema import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match=r"^config error: dataset.eval_path='h.jsonl' is not allowed; expected null "
+                                          r"unless dataset.name is jsonl or hf with a dataset.path"):
+        load_config(None, ["dataset.eval_path=h.jsonl"])
