@@ -16,7 +16,9 @@ from typing import Any
 REGISTER = ("register_algorithm", "register_estimator", "register_loss", "register_provider", "register_reward",
             "register_task", "register_transition")
 CONTRACTS = ("Reward", "Task", "TaskConfig", "Transition")
-__all__ = ["ConfigError", "RunConfig", "TrainResult", "load_config", "train", *REGISTER, *CONTRACTS]
+CALLBACKS = ("TrainerCallback", "TrainerControl", "TrainerState")
+__all__ = ["ConfigError", "RunConfig", "TrainResult", "Trainer", "load_config", "train", *CALLBACKS, *REGISTER,
+           *CONTRACTS]
 
 
 def __getattr__(name: str) -> Any:
@@ -25,10 +27,14 @@ def __getattr__(name: str) -> Any:
         from comlrl.config import schema
 
         return vars(schema)[name]
-    if name in ("TrainResult", "train"):
+    if name in ("TrainResult", "Trainer", "train"):
         from comlrl import api
 
         return vars(api)[name]
+    if name in CALLBACKS:
+        from comlrl.run import callbacks
+
+        return vars(callbacks)[name]
     if name in REGISTER:
         from comlrl.config import registry
 

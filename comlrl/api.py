@@ -32,6 +32,7 @@ from comlrl.tasks.reward_funcs import spec_of
 __all__ = ["DATASET_FILE", "TrainResult", "train"]
 
 DATASET_FILE = OUTPUTS["dataset"]  # where an in-memory dataset is written, inside training.output_dir
+EVAL_DATASET_FILE = OUTPUTS["eval_dataset"]  # and an in-memory held-out set (dataset.eval_path)
 
 
 @dataclass(frozen=True)
@@ -60,23 +61,23 @@ def _row(i: int) -> str:
     return f"row {i + 1} (dataset[{i}])"
 
 
-def _rows(dataset: Any) -> list[Mapping[str, Any]]:
+def _rows(dataset: Any, arg: str = "dataset") -> list[Mapping[str, Any]]:
     if isinstance(dataset, Sequence) and not isinstance(dataset, str | bytes):
         rows = list(dataset)
     else:
         import datasets
 
         if not isinstance(dataset, datasets.Dataset):
-            raise ConfigError(f"config error: dataset: expected a list of dicts or a datasets.Dataset, got "
+            raise ConfigError(f"config error: {arg}: expected a list of dicts or a datasets.Dataset, got "
                               f"{type(dataset).__name__}")
         rows = dataset.to_list()
     for i, row in enumerate(rows):
         if not isinstance(row, Mapping):
-            raise ConfigError(f"config error: dataset: {_row(i)} is a {type(row).__name__}, expected a dict")
+            raise ConfigError(f"config error: {arg}: {_row(i)} is a {type(row).__name__}, expected a dict")
     return rows
 
 
-def write_rows(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
+def jsonl_text(rows: Sequence[Mapping[str, Any]], arg: str = "dataset") -> str:
     """One JSON object per row; a value JSON cannot hold is a `DatasetError` naming its row and column."""
     from comlrl.tasks.datasets import DatasetError
 
@@ -86,12 +87,17 @@ def write_rows(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
             try:
                 json.dumps(value)
             except (TypeError, ValueError) as exc:
-                raise DatasetError(f"dataset: {_row(i)}, column {column!r}: {type(value).__name__} cannot be "
+                raise DatasetError(f"{arg}: {_row(i)}, column {column!r}: {type(value).__name__} cannot be "
                                    f"written as JSON ({exc})") from None
         lines.append(json.dumps(dict(row), ensure_ascii=False) + "\n")
+    return "".join(lines)
+
+
+def write_rows(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
+    """`jsonl_text(rows)` written whole or not at all."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(lines), encoding="utf-8")
+    tmp.write_text(jsonl_text(rows), encoding="utf-8")
     tmp.replace(path)
 
 
@@ -107,32 +113,129 @@ def train(config: RunConfig | str | Path | None = None, overrides: Sequence[str]
     text task: a `prompt` column and any others). reward_funcs / reward_weights: as `task.reward_funcs` /
     `task.reward_weights`, functions or `module:function` strings.
     """
-    from comlrl.run.outputs import check_output_dir
-
     cfg = load_config(config, overrides)
+    with_rewards(cfg, reward_funcs, reward_weights)
+    return _train(cfg, {"dataset": dataset}, ())
+
+
+def with_rewards(cfg: RunConfig, reward_funcs: Sequence[Callable[..., Any] | str] | None,
+                 reward_weights: Sequence[float] | None) -> None:
+    """Set task.reward_funcs (each function named by `spec_of`) and task.reward_weights, where given."""
     if reward_funcs is not None:
         cfg.task.reward_funcs = [fn if isinstance(fn, str) else spec_of(fn) for fn in reward_funcs]
     if reward_weights is not None:
         cfg.task.reward_weights = [float(w) for w in reward_weights]
+
+
+def _staged(cfg: RunConfig, datasets: Mapping[str, Any]) -> list[tuple[list[Mapping[str, Any]], Path]]:
+    """The in-memory tables to write (rows, file), with the config pointed at the files. `datasets` maps the
+    argument's name (how errors call it) to its rows or None; `eval_dataset` is the held-out one. Resuming,
+    the rows must be those the run wrote (a run is not resumed on other data); they are not written again."""
     out = Path(cfg.training.output_dir).resolve()
-    rows = None
-    if dataset is not None:
+    staged = []
+    for arg, value in datasets.items():
+        if value is None:
+            continue
+        held_out = arg == "eval_dataset"
+        rows, path = _rows(value, arg), out / (EVAL_DATASET_FILE if held_out else DATASET_FILE)
         if cfg.training.resume:
-            raise ConfigError(f"config error: dataset: training.resume=true reads the run's own {out / DATASET_FILE}; "
-                              "pass dataset=None to resume")
-        rows = _rows(dataset)
-        cfg.dataset.name, cfg.dataset.path = "hf", str(out / DATASET_FILE)
+            if not path.is_file() or path.read_text(encoding="utf-8") != jsonl_text(rows, arg):
+                raise ConfigError(f"config error: {arg}: differs from the rows the run trained on ({path}); resume "
+                                  f"with the same rows, or pass {arg}=None to use the run's own")
+        else:
+            staged.append((rows, path))
+        if held_out:
+            cfg.dataset.eval_path = str(path)
+        else:
+            cfg.dataset.name, cfg.dataset.path = "hf", str(path)
+    return staged
+
+
+def _train(cfg: RunConfig, datasets: Mapping[str, Any], callbacks: Sequence[Any]) -> TrainResult:
+    """Write the in-memory tables, run, read back the metrics: what `train` and `Trainer.train` share."""
+    from comlrl.run.outputs import check_output_dir
+
+    staged = _staged(cfg, datasets)
     validate(cfg)
     check_runnable(cfg)
     check_output_dir(cfg)  # before writing: an earlier run's files are never touched unasked
     from comlrl.run.guard import taken_back_on_failure
     from comlrl.run.trainer import run  # torch and the models load only now
 
+    out = Path(cfg.training.output_dir).resolve()
     # a run that fails before its first step takes back what it wrote (dataset.jsonl included), as the CLI does,
     # so the fixed call is not refused as "already holds a run"
     with taken_back_on_failure(cfg):
-        if rows is not None:
-            write_rows(rows, out / DATASET_FILE)
-        run(cfg)
+        for rows, path in staged:
+            write_rows(rows, path)
+        run(cfg, callbacks)
     lines = (out / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if (out / "metrics.jsonl").exists() else []
     return TrainResult(cfg, out, [json.loads(line) for line in lines if line.strip()])
+
+
+REPORT_TO = ("tensorboard", "wandb")  # the trackers a run logs to (logging.tensorboard, logging.wandb)
+
+
+def report_switches(report_to: str | Sequence[str]) -> tuple[bool, bool]:
+    """(logging.tensorboard, logging.wandb) for TRL's `report_to`: a name, a list of names, "all" (every
+    installed tracker) or "none"."""
+    import importlib.util
+
+    names = [report_to] if isinstance(report_to, str) else list(report_to)
+    if names == ["all"]:
+        names = ["tensorboard", *(["wandb"] if importlib.util.find_spec("wandb") else [])]
+    names = [n for n in names if n != "none"]
+    for name in names:
+        if name not in REPORT_TO:
+            raise ConfigError(f"config error: report_to: {name!r} is not allowed; expected tensorboard, wandb, all "
+                              "or none (the trackers this trainer logs to)")
+    return "tensorboard" in names, "wandb" in names
+
+
+class Trainer:
+    """A Trainer as TRL users know it, over the same run as `train` and `comlrl-train` (docs/python-api.md).
+
+        trainer = Trainer({"task.name": "text", "training.steps": 20}, train_dataset=rows, eval_dataset=held,
+                          reward_funcs=[correct, lambda completions, **kw: [...]], callbacks=[MyCallback()],
+                          report_to="tensorboard")
+        result = trainer.train()                          # or train(resume_from_checkpoint=True / a step folder)
+
+    args: a `RunConfig`, a YAML path, a dict of overrides on the defaults (nested sections or dotted keys), or
+    None. train_dataset / eval_dataset: rows in memory (written to the run's dataset.jsonl and
+    eval_dataset.jsonl; eval_dataset is the held-out set every evaluation scores). reward_funcs: functions,
+    lambdas, partials, callable objects or `module:function` strings. callbacks: `TrainerCallback`s.
+    report_to: "tensorboard", "wandb", a list of them, "all" or "none" (None: the config's logging.*).
+    """
+
+    def __init__(self, args: RunConfig | str | Path | Mapping[str, Any] | None = None, *,
+                 train_dataset: Any = None, eval_dataset: Any = None,
+                 reward_funcs: Sequence[Callable[..., Any] | str] | None = None,
+                 reward_weights: Sequence[float] | None = None, callbacks: Sequence[Any] | None = None,
+                 report_to: str | Sequence[str] | None = None) -> None:
+        from comlrl.run.callbacks import check_callbacks
+
+        self.config = load_config(None, args) if isinstance(args, Mapping) else load_config(args)
+        with_rewards(self.config, reward_funcs, reward_weights)
+        if report_to is not None:
+            self.config.logging.tensorboard, self.config.logging.wandb = report_switches(report_to)
+        self.callbacks = check_callbacks(list(callbacks or []))
+        self.train_dataset, self.eval_dataset = train_dataset, eval_dataset
+        self.result: TrainResult | None = None
+
+    def add_callback(self, callback: Any) -> None:
+        from comlrl.run.callbacks import check_callbacks
+
+        self.callbacks += check_callbacks([callback])
+
+    def train(self, resume_from_checkpoint: bool | str | Path | None = None) -> TrainResult:
+        """Run; `resume_from_checkpoint`: True (the run's latest checkpoint) or a checkpoint folder
+        (`<output_dir>/checkpoints/step-<k>`: the run goes on from that step, the later checkpoints are removed)."""
+        cfg = load_config(self.config)
+        if resume_from_checkpoint is not None and resume_from_checkpoint is not False:
+            cfg.training.resume = True
+            if resume_from_checkpoint is not True:
+                checkpoint = Path(resume_from_checkpoint)
+                cfg.training.output_dir, cfg.training.resume_from = str(checkpoint.parent.parent), str(checkpoint)
+        self.result = _train(cfg, {"train_dataset": self.train_dataset, "eval_dataset": self.eval_dataset},
+                             self.callbacks)
+        return self.result

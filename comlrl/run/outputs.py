@@ -24,8 +24,8 @@ from comlrl.tree.records import NodeRecord
 
 # every top-level name a run writes in its output_dir, by name (plus tree_step<k>.html pages): the one list
 OUTPUTS = {"config": "config.yaml", "metrics": "metrics.jsonl", "trees": "trees.jsonl", "eval": "eval.jsonl",
-           "dataset": "dataset.jsonl", "tensorboard": "tensorboard", "wandb": "wandb", "checkpoints": "checkpoints",
-           "final": "final", "plots": "plots"}
+           "dataset": "dataset.jsonl", "eval_dataset": "eval_dataset.jsonl", "tensorboard": "tensorboard",
+           "wandb": "wandb", "checkpoints": "checkpoints", "final": "final", "plots": "plots"}
 # what makes a folder hold a run: config.yaml or dataset.jsonl alone (a run that failed at start-up) is no run data
 RUN_OUTPUTS = tuple(OUTPUTS[k] for k in ("metrics", "trees", "eval", "tensorboard", "wandb", "checkpoints", "final"))
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from comlrl.console import plural, quiet_console
 from comlrl.learn.advantages import AdvantageStats
 from comlrl.learn.distributed import WorldSizeError, sum_over_ranks
 from comlrl.learn.update import UpdateStats, train_on_trees
+from comlrl.run.callbacks import CallbackList, TrainerCallback, TrainerState
 from comlrl.run.checkpoint import (
     checkpoint_step,
     drop_after,
@@ -231,11 +233,14 @@ def progress_numbers(metrics: dict[str, float], num_turns: int, headline: tuple[
     return out
 
 
-def run(cfg: RunConfig) -> int:
+def run(cfg: RunConfig, callbacks: Sequence[TrainerCallback] = ()) -> int:
+    """Train as configured; `callbacks` (the Python API's) see every step, evaluation and checkpoint and may
+    end the run early (comlrl/run/callbacks.py)."""
     quiet_console()  # again for callers other than scripts/train.py (idempotent)
     check_output_dir(cfg)  # before anything loads: an earlier run's outputs are never replaced unasked
     out = Path(cfg.training.output_dir)
     ckpt_root = out / "checkpoints"
+    calls = CallbackList(callbacks, TrainerState(0, cfg.training.steps, out))
     latest = resume_point(cfg)
     comp = build(cfg, log_with=make_trackers(cfg, checkpoint_step(latest) if latest else 0))
     acc = comp.accelerator
@@ -251,11 +256,20 @@ def run(cfg: RunConfig) -> int:
             if dropped:  # a resume from an earlier checkpoint: the later ones belong to the path not taken
                 log.info("removed the later checkpoints %s (this run goes on from step %d)",
                          ", ".join(p.name for p in dropped), start)
+    calls.state.global_step = start
     writer = RunWriter(cfg, acc, resume_step=start) if acc.is_main_process else None
     bar = None
     evaluator = Evaluator(comp)
     if start > 0:
         evaluator.restore(read_eval_records(out, start))
+    finished = start
+
+    def save(step: int) -> None:
+        path = save_checkpoint(comp.trained(), step, ckpt_root)
+        if acc.is_main_process:
+            prune_checkpoints(ckpt_root, cfg.training.save_total_limit)
+        calls.save(path)
+
     try:
         # a bar on a terminal; into a log file (stderr not a terminal) one line per step instead of \r frames
         steps_logged = acc.is_main_process and cfg.logging.progress_bar and not sys.stderr.isatty()
@@ -269,23 +283,31 @@ def run(cfg: RunConfig) -> int:
                 writer.log({"step": 0, **ev})
                 writer.write_evals(ev_records)
                 log.info("before training: %s (%.0f s)", evaluation_summary(ev), ev["eval/seconds"])
+            calls.logged({"step": 0, **ev})
+            calls.evaluate(ev)
         for step in range(start, cfg.training.steps):
             metrics, records = training_step(comp, step, evaluator.start_rewards())
-            done = step + 1
-            last = done == cfg.training.steps
+            done = finished = step + 1
+            calls.step_end(done, metrics)
+            asked = _agreed(acc, calls.control.should_training_stop)  # this step is the last: evaluated, saved
+            last = done == cfg.training.steps or asked
             ev_records = []
             if evaluator.enabled and (last or (cfg.training.eval_every and done % cfg.training.eval_every == 0)):
                 ev, ev_records = evaluator.run(done)
                 metrics.update(ev)
+                calls.evaluate(ev)
             gathered = gather_object(records) if acc.num_processes > 1 else records
             if writer:
                 writer.log(metrics)
                 writer.write_trees(gathered)
                 writer.write_evals(ev_records)
-            if last or (cfg.training.save_every and done % cfg.training.save_every == 0):
-                save_checkpoint(comp.trained(), done, ckpt_root)
-                if acc.is_main_process:
-                    prune_checkpoints(ckpt_root, cfg.training.save_total_limit)
+            calls.logged(metrics)
+            saved = last or (cfg.training.save_every and done % cfg.training.save_every == 0)
+            if saved:
+                save(done)
+            later = not asked and _agreed(acc, calls.control.should_training_stop)  # from on_evaluate / on_save
+            if later and not saved:
+                save(done)
             if steps_logged:
                 numbers = progress_numbers(metrics, cfg.magrpo.num_turns, comp.task.headline_outcome)
                 log.info("step %d/%d: %s", done, cfg.training.steps, ", ".join(f"{k}={v}" for k, v in numbers.items()))
@@ -294,6 +316,10 @@ def run(cfg: RunConfig) -> int:
                 bar.set_postfix(progress_numbers(metrics, cfg.magrpo.num_turns, comp.task.headline_outcome),
                                 refresh=False)
                 bar.update(1)  # one redraw: the count and the numbers of the same step
+            if asked or later:
+                if acc.is_main_process:
+                    log.info("stopped by a callback after step %d of training.steps=%d", done, cfg.training.steps)
+                break
         if acc.is_main_process:
             comp.policies.save(out / "final")
     finally:
@@ -307,11 +333,16 @@ def run(cfg: RunConfig) -> int:
         comp.engine.close()
     acc.wait_for_everyone()
     if acc.is_main_process:
-        print(f"done: {plural(cfg.training.steps, 'step')}; outputs in {out.resolve()} "
+        print(f"done: {plural(finished, 'step')}; outputs in {out.resolve()} "
               f"({', '.join(name for name in RUN_OUTPUTS if (out / name).exists())})")
-        for line in write_report(out, cfg.training.steps):
+        for line in write_report(out, finished):
             print(line)
     return 0
+
+
+def _agreed(acc: Any, asked: bool) -> bool:
+    """A stop asked for on any rank, on every rank (the ranks must leave the loop together)."""
+    return sum_over_ranks(acc, [float(asked)])[0] > 0
 
 
 USER_ERRORS = _user_errors()

@@ -198,8 +198,9 @@ class Task(ABC):
         return ""
 
     def problem_label(self, problem: Any, index: int) -> str:
-        """How eval.jsonl names a problem: its task id (HumanEval-format problems), else its position."""
-        return problem.task_id if isinstance(problem, Problem) else str(index)
+        """How eval.jsonl names a problem: its own id (`problem_id`), else its position."""
+        own = self.problem_id(problem)
+        return own if own is not None else str(index)
 
     def problem_id(self, problem: Any) -> str | None:
         """The problem's own id, written on every node of its tree in trees.jsonl so that a reader can tell

@@ -401,9 +401,6 @@ class BfclMultiTurnTask(Task):
     def outcome_counts(self, reward: BfclTurnReward) -> dict[str, float]:
         return {"decoded": reward.components["decoded"], "turn_passed": float(reward.passed)}
 
-    def problem_label(self, problem: BfclProblem, index: int) -> str:
-        return problem.task_id
-
     def problem_id(self, problem: BfclProblem) -> str:
         return problem.task_id
 

@@ -165,9 +165,6 @@ class BfclTask(Task):
     def outcome_counts(self, reward: BfclReward) -> dict[str, float]:
         return {"decoded": reward.components["decoded"], "exact_format": reward.components["exact_format"]}
 
-    def problem_label(self, problem: BfclProblem, index: int) -> str:
-        return problem.task_id
-
     def problem_id(self, problem: BfclProblem) -> str:
         return problem.task_id
 

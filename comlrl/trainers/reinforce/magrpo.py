@@ -170,10 +170,8 @@ class MAGRPOTrainer:
                               "expected a positive integer")
         if self.run_config is None or self.train_items is None:
             raise ConfigError("config error: train_dataset: training requires a train_dataset")
-        if checkpoint_total_limit is not None:
-            log.warning("train: checkpoint_total_limit=%r has no meaning here (every checkpoint is kept)",
-                        checkpoint_total_limit)
         cfg = load_config(self.run_config)
+        cfg.training.save_total_limit = checkpoint_total_limit  # None: every checkpoint is kept, as in 1.4.3
         resume = resume_from_checkpoint is not None
         if resume:
             run = Path(resume_from_checkpoint)
