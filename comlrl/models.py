@@ -35,6 +35,8 @@ TINY_RANDOM = "tiny-random"
 TINY_RANDOM_KEY = "tiny-random-hd32"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 ALIASES = (EMBEDDED_MODEL, TINY_RANDOM)
+# the published model an alias's weights come from (the embedded GGUF quantises it); tiny-random is built here
+HUB_IDS = {EMBEDDED_MODEL: "HuggingFaceTB/SmolLM2-135M-Instruct"}
 
 
 @dataclass
@@ -130,7 +132,7 @@ def _build_once(root: Path, key: str, build: Callable[[Path], None]) -> Path:
         tmp = Path(tempfile.mkdtemp(prefix=f".{key}.tmp-", dir=root))
         try:
             build(tmp)
-            _publishable(tmp)
+            publishable(tmp)
             try:
                 os.rename(tmp, dest)
             except OSError:  # another process (on a file system without working locks) got there first
@@ -141,8 +143,9 @@ def _build_once(root: Path, key: str, build: Callable[[Path], None]) -> Path:
     return dest
 
 
-def _publishable(path: Path) -> None:
-    """mkdtemp and safetensors create owner-only modes; give the cache the usual umask-based ones."""
+def publishable(path: Path) -> None:
+    """mkdtemp and safetensors create owner-only modes (0700, 0600); give `path` and everything in it the
+    modes the umask gives a new file or folder (0644 / 0755 under umask 022), as the cache and exports need."""
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(path, 0o777 & ~umask)
@@ -234,6 +237,17 @@ def resolve_model_path(name: str, cache_dir: str | None = None) -> str:
         raise
     except Exception as exc:  # conversion and hub errors come in many types
         raise _fail(name, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc
+
+
+def public_model_id(name: str) -> str | None:
+    """The hub id a user loads on another machine for `model.name` = `name`: an alias's published model, a hub
+    id itself; None for what only this machine has (tiny-random, built here; a local folder; a GGUF file)."""
+    if name in HUB_IDS:
+        return HUB_IDS[name]
+    path = Path(name).expanduser()
+    if name in ALIASES or _is_local_path(name) or path.suffix == ".gguf" or path.exists():
+        return None
+    return name
 
 
 def _is_local_path(name: str) -> bool:

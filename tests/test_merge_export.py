@@ -114,3 +114,22 @@ def test_vllm_serves_a_merged_agent_with_the_same_greedy_tokens(run_dir: Path, t
     want = AutoModelForCausalLM.from_pretrained(out / "agent1").generate(IDS, max_new_tokens=6, do_sample=False,
                                                                           pad_token_id=0)
     assert line == "tokens " + ",".join(map(str, want[0, IDS.shape[1]:].tolist()))
+
+
+@pytest.mark.parametrize("mode", ["lora", "full"])
+def test_merged_weights_are_readable_as_files_are(run_dir: Path, tmp_path: Path, mode: str) -> None:
+    """safetensors writes 0600, so merged weights were unreadable to anyone but their owner (issue 36, item 10);
+    every file and folder of the merged output has the modes the umask gives (0644 / 0755 under 022)."""
+    import os
+
+    from comlrl.export.merge import merge_run
+
+    old = os.umask(0o022)
+    try:
+        merge_run(run_dir / mode, tmp_path / "merged")
+    finally:
+        os.umask(old)
+    modes = {str(p.relative_to(tmp_path)): p.stat().st_mode & 0o777 for p in sorted(tmp_path.rglob("*"))}
+    assert modes["merged/agent0/model.safetensors"] == 0o644
+    assert {m for p, m in modes.items() if (tmp_path / p).is_file()} == {0o644}
+    assert {m for p, m in modes.items() if (tmp_path / p).is_dir()} == {0o755}

@@ -183,3 +183,53 @@ def test_one_held_out_problem_prints_its_figures_and_says_there_is_no_interval()
     assert "held-out problems, sampled reward (1 problem, 4 samples each): 1.000 -> 1.500, +0.500: one problem " \
            "gives no interval" in lines
     assert len(lines) == 3 and all("CI" not in line for line in lines)
+
+
+PEFT_TEMPLATE = ("---\nbase_model: /root/.cache/comlrl/models/x\n---\n\n# Model Card for Model ID\n"
+                 "[More Information Needed]\n")
+
+
+def test_the_final_weights_get_a_model_card_of_the_run(tmp_path) -> None:
+    """final/README.md was peft's empty template (issue 36, item 10): the report writes a card naming the base
+    model a user loads, the task, the algorithm, the steps and the final evaluation, from the run's files."""
+    import json
+
+    from comlrl.config.schema import load_config, to_yaml
+    from comlrl.run.report import write_report
+
+    cfg = load_config(None, ["training.steps=4", "magrpo.joint_mode=cross"])  # the embedded model, code_collab
+    (tmp_path / "config.yaml").write_text(to_yaml(cfg))
+    final = tmp_path / "final"
+    final.mkdir()
+    (final / "README.md").write_text(PEFT_TEMPLATE)
+    (final / "policies.json").write_text(json.dumps({"mode": "lora", "num_agents": 2,
+                                                     "models": ["smollm2-135m-instruct"] * 2,
+                                                     "paths": ["/cache/smollm2-135m-instruct"] * 2}))
+    metrics = [{"step": 0, "eval/pass_at_1": 0.25, "eval/sampled/pass_at_1": 0.125, "eval/sampled/reward_mean": 1.5},
+               {"step": 2, "reward_mean": 1.0, "eval/pass_at_1": 0.0},
+               {"step": 4, "reward_mean": 2.0, "eval/pass_at_1": 0.5, "eval/sampled/pass_at_1": 0.375,
+                "eval/sampled/reward_mean": 2.25}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in metrics))
+    records = (_records(0, "heldout", [0.0, 0.25], [1.0, 2.0], greedy=[0, 1])
+               + _records(4, "heldout", [0.5, 0.25], [2.5, 2.0], greedy=[1, 0]))
+    (tmp_path / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    write_report(tmp_path, 4)
+    card = (final / "README.md").read_text()
+    assert card.startswith("---\nbase_model: HuggingFaceTB/SmolLM2-135M-Instruct\nlibrary_name: peft\n")
+    assert "More Information Needed" not in card and "/root/.cache" not in card
+    assert "- task: `code_collab` (dataset `easy`)" in card
+    assert "- algorithm: `magrpo`, 2 agents, 2 turns, 4 completions per agent and node, joint actions `cross`" \
+        in card
+    assert "- training steps: 4" in card
+    assert "| held-out greedy pass@1 | 0.250 | 0.500 |" in card
+    assert "| held-out sampled pass@1 | 0.125 | 0.375 |" in card
+    assert "| held-out sampled reward | 1.500 | 2.250 |" in card
+    assert "| measure | step 0 (untrained) | step 4 |" in card
+    for line in summary_lines(records):  # the paired before/after the run printed, as printed
+        assert f"- {line}" in card
+    checkpoint_card = card  # a run without evaluation says so instead of a table
+    (tmp_path / "eval.jsonl").unlink()
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "reward_mean": 1.0}\n')
+    write_report(tmp_path, 1)
+    card = (final / "README.md").read_text()
+    assert "The run recorded no evaluation" in card and "| measure |" not in card and card != checkpoint_card

@@ -6,7 +6,8 @@ Each LoRA agent is its base model with its adapter merged in (`peft`'s `merge_an
 agent (`agents.mode=full`) is written as it is. The folders load with `AutoModelForCausalLM.from_pretrained`
 and `vllm.LLM(model=...)`. The weights come from the run's `final/` (or `checkpoints/step-<k>/weights/`);
 `policies.json` there names the base models. A folder that exists and is not empty is refused: nothing
-already written is replaced.
+already written is replaced. Files get the modes the umask gives (safetensors writes 0600), so the merged
+weights are as readable as any file the user writes.
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ def merge_run(run_dir: str | Path, out: str | Path, step: int | None = None) -> 
         raise MergeError(f"{dest} exists and is not empty; choose a new folder (nothing is overwritten)")
     from transformers import AutoTokenizer
 
+    from comlrl.models import publishable
     from comlrl.policy.sample import agent_name
 
     dtype = _dtype(run)
@@ -87,6 +89,7 @@ def merge_run(run_dir: str | Path, out: str | Path, step: int | None = None) -> 
         shutil.rmtree(tmp, ignore_errors=True)
         merged_agent(src, meta, agent, dtype).save_pretrained(tmp)
         AutoTokenizer.from_pretrained(str(src / name)).save_pretrained(tmp)
+        publishable(tmp)
         tmp.replace(dest / name)
         written.append(dest / name)
     (dest / "merged.json").write_text(json.dumps({"run": str(run.resolve()), "weights": str(src.resolve()),

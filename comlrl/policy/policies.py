@@ -17,10 +17,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from comlrl.models import AgentsConfig, ModelConfig, resolve_model_path
+from comlrl.models import AgentsConfig, ModelConfig, publishable, resolve_model_path
 from comlrl.policy.agents import AgentsModule
 from comlrl.policy.generation import cut_at_eos, cut_at_stop, generate_rows, stop_criterion
 from comlrl.policy.loading import build_agents, eos_ids, load_tokenizers
+from comlrl.policy.model_card import base_model, card, name_base
 from comlrl.policy.packing import PackedBatch, pack
 from comlrl.policy.prompts import FittedPrompt, describe_cuts, fit_prompt
 from comlrl.policy.sample import Messages, Sample, agent_name, answer_prefix_of
@@ -184,8 +185,10 @@ class AgentPolicies:
 
     # ---- save / load ----------------------------------------------------------------------------
     def save(self, directory: str | Path) -> None:
-        """`dir/agent<i>/`: a peft adapter (PeftModel.from_pretrained(base, dir/agent0)) or a full HF model,
-        with the agent's tokenizer; `dir/policies.json` says which."""
+        """`dir/agent<i>/`: a peft adapter (PeftModel.from_pretrained(base, dir/agent0)) naming the base a user
+        loads (`model_card.base_model`) or a full HF model, with the agent's tokenizer; `dir/policies.json` says
+        which, `dir/README.md` what they are (peft's is an empty template). Modes as the umask gives (not
+        safetensors' 0600), so the weights are as readable as any file the user writes."""
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
         names = [agent_name(i) for i in range(self.num_agents)]
@@ -194,8 +197,12 @@ class AgentPolicies:
             torch.save(self.module.value_heads.state_dict(), out / VALUE_HEADS)
         for i, name in enumerate(names):
             self.tokenizers[i].save_pretrained(out / name)
+            if self.mode == "lora":
+                name_base(out / name, base_model(self.model_names[i], self.paths[i]))
         meta = {"mode": self.mode, "num_agents": self.num_agents, "models": self.model_names, "paths": self.paths}
         (out / "policies.json").write_text(json.dumps(meta, indent=1))
+        (out / "README.md").write_text(card(self.mode, self.model_names, self.paths))
+        publishable(out)
 
     def load(self, directory: str | Path) -> None:
         """Load weights saved by `save` in place (parameters keep their identity for the optimizer)."""

@@ -4,7 +4,8 @@ Every figure is a paired before/after over the same problems with the same sampl
 written by comlrl/run/evaluation.py), with its 95% interval (comlrl/run/paired.py: a paired t over problems; for the
 sampled figures of the trained-on problems, over their chains with the problems fixed). Lines
 whose interval excludes zero come first, so the report leads with what moved; the others say "within
-noise". `write_report` also draws the plots and the last step's tree page from the run's own files.
+noise". `write_report` also draws the plots and the last step's tree page from the run's own files, and
+writes the final weights' model card (comlrl/run/model_card.py).
 The line-making is pure (tested without a model).
 """
 
@@ -167,7 +168,9 @@ def summary_lines(records: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def write_report(run_dir: str | Path, last_step: int) -> list[str]:
-    """Draw the plots and the last step's tree page into the run folder; return the lines to print."""
+    """Draw the plots and the last step's tree page into the run folder, write final/README.md; return the
+    lines to print."""
+    from comlrl.run.model_card import write_model_card
     from comlrl.run.outputs import read_eval_records
     from comlrl.viz import VizError
     from comlrl.viz.metrics_plot import load_runs, plot_runs
@@ -186,4 +189,8 @@ def write_report(run_dir: str | Path, last_step: int) -> list[str]:
         lines.append(f"tree view (open in a browser): {page}")
     except (VizError, OSError) as exc:
         lines.append(f"tree view: not written ({exc})")
+    try:
+        write_model_card(out, last_step)
+    except Exception as exc:  # noqa: BLE001 - as the plots: the weights are saved, a card never fails the run
+        lines.append(f"model card: not written ({type(exc).__name__}: {exc})")
     return lines

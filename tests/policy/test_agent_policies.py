@@ -438,3 +438,45 @@ def test_embedded_model_answers_and_stops_at_eos() -> None:
     s = pol.generate([(0, msgs("What is 2 + 2? Answer with one number."))], 1, greedy=True)[0][0]
     assert s.finished and s.completion_ids[-1] == pol.tokenizers[0].convert_tokens_to_ids("<|im_end|>")
     assert "4" in s.text and "<|im_end|>" not in s.text
+
+
+def _modes(folder: Path) -> dict[str, int]:
+    return {str(p.relative_to(folder)): p.stat().st_mode & 0o777 for p in sorted(folder.rglob("*"))}
+
+
+def test_saved_weights_name_their_base_carry_a_card_and_normal_file_modes(pol: AgentPolicies, tmp_path: Path) -> None:
+    """Exported adapters named a folder of this machine's cache as their base, came with peft's empty card
+    template and weights of mode 0600 (issue 36, item 10). The adapter names the base a user loads (the public
+    id where there is one, else the folder the run used), README.md says what the weights are and how to load
+    them, and every file has the modes the umask gives (0644 / 0755 under 022)."""
+    import json
+
+    old = os.umask(0o022)
+    try:
+        pol.save(tmp_path / "tiny")
+    finally:
+        os.umask(old)
+    assert set(_modes(tmp_path / "tiny").values()) == {0o644, 0o755}
+    assert _modes(tmp_path / "tiny")["agent0/adapter_model.safetensors"] == 0o644
+    tiny = resolve_model_path("tiny-random")
+    config = json.loads((tmp_path / "tiny" / "agent1" / "adapter_config.json").read_text())
+    assert config["base_model_name_or_path"] == tiny  # built here: no public id, the folder it was built in
+    card = (tmp_path / "tiny" / "README.md").read_text()
+    assert "More Information Needed" not in card and "base_model:" not in card  # no hub id to point at
+    assert f"`tiny-random` (no public id: built by comlrl, `comlrl.models.resolve_model_path(\"tiny-random\")`, " \
+           f"here {tiny})" in card
+    assert 'PeftModel.from_pretrained(base, "agent0")' in card and "2 agents" in card
+
+    embedded = pol.model_names
+    pol.model_names = [EMBEDDED_MODEL] * 2  # the default model's name; its weights need not be loaded to save
+    try:
+        pol.save(tmp_path / "embedded")
+    finally:
+        pol.model_names = embedded
+    for agent in ("agent0", "agent1"):
+        config = json.loads((tmp_path / "embedded" / agent / "adapter_config.json").read_text())
+        assert config["base_model_name_or_path"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    card = (tmp_path / "embedded" / "README.md").read_text()
+    assert card.startswith("---\nbase_model: HuggingFaceTB/SmolLM2-135M-Instruct\nlibrary_name: peft\n")
+    assert 'AutoModelForCausalLM.from_pretrained("HuggingFaceTB/SmolLM2-135M-Instruct")' in card
+    assert "Q4_1" in card  # the run's copy is the dequantised GGUF: say so

@@ -154,3 +154,18 @@ def test_gguf_path_converts_once_and_matches_alias(tmp_path: Path) -> None:
     a, b = load_file(path / "model.safetensors"), load_file(alias / "model.safetensors")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert all(v.dtype == torch.float32 for v in a.values())
+
+
+def test_the_public_id_is_what_a_user_loads_on_another_machine(tmp_path: Path) -> None:
+    """Exported adapters named a folder of this machine's cache as their base (issue 36, item 10): the embedded
+    alias is the published SmolLM2-135M-Instruct, a hub id is itself; a model built here (tiny-random), a
+    local folder and a GGUF file have no public id."""
+    from comlrl.models import public_model_id
+
+    folder = tmp_path / "Org" / "model"
+    folder.mkdir(parents=True)
+    assert public_model_id(EMBEDDED_MODEL) == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert public_model_id("Qwen/Qwen2.5-Coder-0.5B-Instruct") == "Qwen/Qwen2.5-Coder-0.5B-Instruct"
+    assert public_model_id("gpt2") == "gpt2"
+    for local in ("tiny-random", str(folder), "./models/x", "~/m", "a/b/c", "model.Q4_1.gguf"):
+        assert public_model_id(local) is None, local
