@@ -7,6 +7,7 @@ expands different problems; metrics are summed over ranks; only rank 0 writes fi
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import time
@@ -16,6 +17,7 @@ from typing import Any
 
 import torch
 from accelerate.utils import gather_object
+from tqdm.contrib.logging import logging_redirect_tqdm
 
 from comlrl.config.schema import ConfigError, RunConfig
 from comlrl.console import plural, quiet_console
@@ -270,12 +272,15 @@ def run(cfg: RunConfig, callbacks: Sequence[TrainerCallback] = ()) -> int:
             prune_checkpoints(ckpt_root, cfg.training.save_total_limit)
         calls.save(path)
 
+    redirect = contextlib.ExitStack()
     try:
         # a bar on a terminal; into a log file (stderr not a terminal) one line per step instead of \r frames
         steps_logged = acc.is_main_process and cfg.logging.progress_bar and not sys.stderr.isatty()
         if acc.is_main_process and cfg.logging.progress_bar and not steps_logged:
             bar = _progress_bar(cfg.training.steps, start)
             comp.phase = lambda text: bar.set_description_str(text, refresh=True)
+            # log lines above the bar, each on its own line (they were glued to the bar's frame)
+            redirect.enter_context(logging_redirect_tqdm())
         if start == 0 and evaluator.enabled:
             _log_evaluation_start(evaluator)
             ev, ev_records = evaluator.run(0)
@@ -315,7 +320,9 @@ def run(cfg: RunConfig, callbacks: Sequence[TrainerCallback] = ()) -> int:
                 bar.set_description_str("trained", refresh=False)
                 bar.set_postfix(progress_numbers(metrics, cfg.magrpo.num_turns, comp.task.headline_outcome),
                                 refresh=False)
-                bar.update(1)  # one redraw: the count and the numbers of the same step
+                bar.n = done  # the count and the numbers of the same step, in one frame
+                if not (last or later):
+                    bar.refresh()  # the last frame is drawn once, by close() (drawn here too, it showed twice)
             if asked or later:
                 if acc.is_main_process:
                     log.info("stopped by a callback after step %d of training.steps=%d", done, cfg.training.steps)
@@ -325,6 +332,7 @@ def run(cfg: RunConfig, callbacks: Sequence[TrainerCallback] = ()) -> int:
     finally:
         if bar:
             bar.close()
+        redirect.close()
         if writer:
             writer.close()
         comp.task.close()

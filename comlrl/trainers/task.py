@@ -88,6 +88,10 @@ class ItemTask(Task):
     def from_config(cls, task_cfg: TaskConfig, sandbox: Any) -> ItemTask:
         return cls()
 
+    def problem_id(self, problem: ItemProblem) -> str:
+        """The item's position in its split, as trees.jsonl and eval.jsonl name it."""
+        return problem.task_id
+
     def load(self, dataset_cfg: Any) -> tuple[list[ItemProblem], list[ItemProblem]]:
         """The trainer's train and eval items from the run's dataset.jsonl, in their order."""
         path = Path(str(dataset_cfg.path))
