@@ -159,6 +159,9 @@ def _train(cfg: RunConfig, datasets: Mapping[str, Any], callbacks: Sequence[Any]
     validate(cfg)
     check_runnable(cfg)
     check_output_dir(cfg)  # before writing: an earlier run's files are never touched unasked
+    from comlrl.cores import share_cores
+
+    share_cores()  # before torch loads (no effect if the caller imported it already: OpenMP reads it once)
     from comlrl.run.guard import taken_back_on_failure
     from comlrl.run.trainer import run  # torch and the models load only now
 

@@ -89,8 +89,10 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 2
     from comlrl.console import quiet_console
+    from comlrl.cores import share_cores
 
     quiet_console()  # before torch, transformers and vLLM are imported: some of it is read at import
+    share_cores()
     from comlrl.run.evaluation import Evaluator
     from comlrl.run.report import category_lines, paired_lines
     from comlrl.run.trainer import build, evaluation_summary

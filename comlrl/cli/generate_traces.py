@@ -25,6 +25,7 @@ from comlrl.cli import add_version
 from comlrl.cli.trace_backends import make_backend
 from comlrl.config.registry import import_plugins
 from comlrl.console import quiet_console
+from comlrl.cores import share_cores
 from comlrl.tasks.base import Problem
 from comlrl.tasks.tool_agent.backends import BackendError
 from comlrl.tasks.tool_agent.environment import ToolEnvironment, load_edge_tests, record_edge_tests
@@ -126,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     quiet_console()
+    share_cores()  # before torch loads: OpenMP reads it once
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     for name, value, low in (("--num-traces", args.num_traces, 1), ("--max-rounds", args.max_rounds, 1),
                              ("--attempts", args.attempts, 1), ("--batch", args.batch, 1)):

@@ -17,9 +17,11 @@ import sys
 
 from comlrl.cli import add_version
 from comlrl.config.schema import ConfigError, load_config
+from comlrl.cores import share_cores
 
 
 def main(argv: list[str] | None = None) -> int:
+    share_cores()  # before anything imports torch: OpenMP reads it once
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_version(ap)
     ap.add_argument("--config", default=None, help="the run config the server is for (schema defaults without it)")

@@ -21,6 +21,7 @@ from comlrl.cli import add_version
 from comlrl.config.checks import check_runnable
 from comlrl.config.schema import ConfigError, RunConfig, load_config, schema_keys, to_yaml
 from comlrl.console import plural
+from comlrl.cores import share_cores
 from comlrl.errors import RunStopped
 
 
@@ -59,6 +60,7 @@ def run_of(path: Path) -> tuple[Path, Path | None]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    share_cores()  # before anything imports torch: OpenMP reads it once
     parser = argparse.ArgumentParser(description=__doc__, epilog=keys_epilog(),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_version(parser)

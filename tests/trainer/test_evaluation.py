@@ -63,6 +63,18 @@ def test_same_weights_same_scores_and_the_probe_is_the_training_draw(comp) -> No
     assert not any(k.endswith("_delta") for k in m1)  # nothing to pair with at the first evaluation
 
 
+def test_the_probe_is_scored_as_the_held_out_set_is(comp) -> None:
+    """Issue 36, defect 14: a probe that stayed at zero while the held-out set rose. The same problems put in
+    both sets get the same greedy scores and outcomes: one code path scores both (the difference was which
+    problems the probe drew: benchmarks/coop_probe_difficulty.py, docs/results.md)."""
+    ev = Evaluator(comp)
+    ev.sets["heldout"] = list(ev.sets["probe"])
+    _, records = ev.run(0)
+    by_set = {s: [(r["task_id"], r["greedy_pass"], r["greedy_reward"]) for r in records if r["set"] == s]
+              for s in ("heldout", "probe")}
+    assert by_set["heldout"] == by_set["probe"] and len(by_set["probe"]) == 2
+
+
 def test_one_evaluation_is_one_greedy_and_one_sampled_rollout_over_every_set(comp, monkeypatch) -> None:
     """Both sets share each engine call: one call per turn for the greedy chains and one for the sampled,
     each carrying every set's problems (separate rollouts per set and kind made 4x as many small calls)."""
