@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import configparser
-import os
 import importlib
+import os
 import subprocess
 import sys
 from pathlib import Path
