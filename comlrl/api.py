@@ -122,7 +122,10 @@ def with_rewards(cfg: RunConfig, reward_funcs: Sequence[Callable[..., Any] | str
                  reward_weights: Sequence[float] | None) -> None:
     """Set task.reward_funcs (each function named by `spec_of`) and task.reward_weights, where given."""
     if reward_funcs is not None:
-        cfg.task.reward_funcs = [fn if isinstance(fn, str) else spec_of(fn) for fn in reward_funcs]
+        specs: list[str] = []
+        for fn in reward_funcs:
+            specs.append(fn if isinstance(fn, str) else spec_of(fn, specs))
+        cfg.task.reward_funcs = specs
     if reward_weights is not None:
         cfg.task.reward_weights = [float(w) for w in reward_weights]
 

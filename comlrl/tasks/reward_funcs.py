@@ -25,7 +25,7 @@ import functools
 import importlib
 import math
 import numbers
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from comlrl.console import plural
@@ -57,21 +57,19 @@ def _own_name(fn: Callable[..., Any]) -> str:
     return "lambda" if name == "<lambda>" else name
 
 
-def spec_of(fn: Callable[..., Any]) -> str:
+def spec_of(fn: Callable[..., Any], taken: Collection[str] = ()) -> str:
     """How `task.reward_funcs` names `fn`: `module:function` when that name imports this very function (the
     command line can resume the run), else `python:<name>`, held in this process (a lambda, a partial, a
-    callable object, a nested function; distinct objects get distinct names)."""
+    callable object, a nested function), with `_2`, `_3` ... where `taken` (the list's earlier specs) has the
+    name. A later call may give the name to another function (a notebook cell run again): the latest is held."""
     spec = call_name(fn)
     try:
         if resolve(spec) is fn:
             return spec
     except ConfigError:
         pass
-    held = next((s for s, f in _HELD.items() if f is fn), None)
-    if held is not None:
-        return held
     base = f"{IN_PROCESS}:{_own_name(fn)}"
-    spec = next(s for s in (base, *(f"{base}_{k}" for k in range(2, len(_HELD) + 3))) if s not in _HELD)
+    spec = next(s for s in (base, *(f"{base}_{k}" for k in range(2, len(taken) + 3))) if s not in taken)
     _HELD[spec] = fn
     return spec
 
