@@ -4,22 +4,25 @@ torch (and the colocated vLLM CPU engine, which runs on torch's threads) uses GN
 spin at every barrier by default. With one thread per core that is the fastest on an idle machine, but
 when another process takes a core the remaining threads spin through its time slices: the embedded
 model's vLLM generation fell to 0.12-0.15x of its idle rate beside one competing single-thread process,
-where about half would be fair. With passive waiting the threads sleep at barriers instead: 0.56-0.65x of
-its idle rate beside the same process (3.4-4.5x the spinning rate), for about 17% less when the machine is
-idle (benchmarks/vllm_contention.py, docs/results.md, issue 36).
+where about half would be fair. A short spin before a thread sleeps (`GOMP_SPINCOUNT=10000`, against
+300000 by default) kept 0.37-0.46x (2.2-3.4x the default's rate) for 13% less idle generation, and the quick
+start's evaluation took 129 s against 112 s. Sleeping at once (`OMP_WAIT_POLICY=PASSIVE`) kept 0.56-0.65x
+but took 157 s idle (benchmarks/vllm_contention.py, docs/results.md, issue 36): the short spin is the default.
 
 OpenMP reads its environment once, when torch loads, so the entry points call `share_cores()` before torch
-is imported; a value the user has set is kept.
+is imported; a user who set GOMP_SPINCOUNT or OMP_WAIT_POLICY keeps their choice.
 """
 
 from __future__ import annotations
 
 import os
 
-SHARED_CORES_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
+SPIN_COUNT = "10000"  # GNU OpenMP's busy-wait iterations at a barrier before the thread sleeps
+OWN_SETTINGS = ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")  # a user who set either chose the waiting
 
 
 def share_cores() -> None:
-    """Set the OpenMP environment that degrades gracefully on shared cores, unless the user has set it."""
-    for key, value in SHARED_CORES_ENV.items():
-        os.environ.setdefault(key, value)
+    """Set the short OpenMP spin that degrades gracefully on shared cores, unless the user chose the waiting
+    (GOMP_SPINCOUNT set would also override an OMP_WAIT_POLICY of theirs)."""
+    if not any(os.environ.get(key) for key in OWN_SETTINGS):
+        os.environ["GOMP_SPINCOUNT"] = SPIN_COUNT

@@ -79,16 +79,19 @@ def test_every_console_script_tells_its_version(shim: str) -> None:
     assert res.stdout.strip() == f"comlrl {version('comlrl')}"
 
 
-def test_the_train_cli_sets_passive_openmp_waiting_before_torch_loads() -> None:
+def test_the_train_cli_sets_a_short_openmp_spin_before_torch_loads() -> None:
     """Issue 36, defect 13: spinning OpenMP threads collapsed the vLLM CPU engine beside another process
     (benchmarks/vllm_contention.py); OpenMP reads its environment once, when torch loads."""
     code = ("import os, sys\nfrom comlrl.cli.train import main\n"
             "main(['--config', 'configs/align_T2_G4.yaml', '--print-config'])\n"
-            "print(os.environ.get('OMP_WAIT_POLICY'), 'torch' in sys.modules)")
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+            "print(os.environ.get('GOMP_SPINCOUNT'), 'torch' in sys.modules)")
+    env = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
     res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
     assert res.returncode == 0, res.stderr
-    assert res.stdout.strip().splitlines()[-1] == "PASSIVE False"
+    assert res.stdout.strip().splitlines()[-1] == "10000 False"
     mine = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                          env={**env, "OMP_WAIT_POLICY": "ACTIVE"})
-    assert mine.stdout.strip().splitlines()[-1] == "ACTIVE False"  # the user's own setting is kept
+                          env={**env, "GOMP_SPINCOUNT": "300000"})
+    assert mine.stdout.strip().splitlines()[-1] == "300000 False"  # the user's own setting is kept
+    policy = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                            env={**env, "OMP_WAIT_POLICY": "ACTIVE"})
+    assert policy.stdout.strip().splitlines()[-1] == "None False"  # a spin count would override their policy
