@@ -7,6 +7,7 @@ import fcntl
 import os
 import pty
 import re
+import select
 import struct
 import sys
 import termios
@@ -25,6 +26,8 @@ def _on_a_terminal(args: list[str], columns: int = 100, timeout: float = 600) ->
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
     chunks, deadline = [], time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if not select.select([fd], [], [], 5)[0]:
+            continue  # nothing yet: look at the deadline again (a hung child must not hang the suite)
         try:
             data = os.read(fd, 65536)
         except OSError:  # the child closed the terminal
@@ -32,6 +35,8 @@ def _on_a_terminal(args: list[str], columns: int = 100, timeout: float = 600) ->
         if not data:
             break
         chunks.append(data)
+    if time.monotonic() >= deadline:
+        os.kill(pid, 9)
     _, status = os.waitpid(pid, 0)
     out = b"".join(chunks).decode(errors="replace")
     assert os.waitstatus_to_exitcode(status) == 0, out[-3000:]
