@@ -14,7 +14,7 @@ asked for on any rank stops all of them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,6 +71,11 @@ class CallbackList:
         self.callbacks = tuple(check_callbacks(callbacks))
         self.state = state
         self.control = TrainerControl()
+
+    def stop_asked(self, agree: Callable[[bool], bool]) -> bool:
+        """Whether a callback asked to stop, agreed over the ranks by `agree` (not called without callbacks:
+        a run without them pays no collective per step)."""
+        return bool(self.callbacks) and agree(self.control.should_training_stop)
 
     def logged(self, line: dict[str, Any]) -> None:
         """A metrics.jsonl line was written (the step's, with its evaluation)."""

@@ -93,20 +93,21 @@ def intact_before(root: Path, step: int) -> Path | None:
     return next((p for k, p in reversed(checkpoints(root)) if k < step and damage(p) is None), None)
 
 
+def _removed(paths: list[Path]) -> list[Path]:
+    for path in paths:
+        shutil.rmtree(path, ignore_errors=True)
+    return paths
+
+
 def prune_checkpoints(root: Path, limit: int | None) -> None:
     """Delete all but the newest `limit` complete checkpoints (None: keep every one)."""
-    if limit is None:
-        return
-    for _, path in checkpoints(root)[:-limit]:
-        shutil.rmtree(path, ignore_errors=True)
+    if limit is not None:
+        _removed([path for _, path in checkpoints(root)[:-limit]])
 
 
 def drop_after(root: Path, step: int) -> list[Path]:
     """Delete the complete checkpoints after `step` (a run resumed from an earlier one); the deleted ones."""
-    later = [path for k, path in checkpoints(root) if k > step]
-    for path in later:
-        shutil.rmtree(path, ignore_errors=True)
-    return later
+    return _removed([path for k, path in checkpoints(root) if k > step])
 
 
 def _refused(path: Path, what: str) -> CheckpointError:

@@ -266,6 +266,9 @@ def run(cfg: RunConfig, callbacks: Sequence[TrainerCallback] = ()) -> int:
         evaluator.restore(read_eval_records(out, start))
     finished = start
 
+    def agree(asked: bool) -> bool:  # a stop asked for on any rank, on every rank: they leave the loop together
+        return sum_over_ranks(acc, [float(asked)])[0] > 0
+
     def save(step: int) -> None:
         path = save_checkpoint(comp.trained(), step, ckpt_root)
         if acc.is_main_process:
@@ -294,7 +297,7 @@ def run(cfg: RunConfig, callbacks: Sequence[TrainerCallback] = ()) -> int:
             metrics, records = training_step(comp, step, evaluator.start_rewards())
             done = finished = step + 1
             calls.step_end(done, metrics)
-            asked = _agreed(acc, calls.control.should_training_stop)  # this step is the last: evaluated, saved
+            asked = calls.stop_asked(agree)  # this step is the last: evaluated, saved
             last = done == cfg.training.steps or asked
             ev_records = []
             if evaluator.enabled and (last or (cfg.training.eval_every and done % cfg.training.eval_every == 0)):
@@ -310,7 +313,7 @@ def run(cfg: RunConfig, callbacks: Sequence[TrainerCallback] = ()) -> int:
             saved = last or (cfg.training.save_every and done % cfg.training.save_every == 0)
             if saved:
                 save(done)
-            later = not asked and _agreed(acc, calls.control.should_training_stop)  # from on_evaluate / on_save
+            later = not asked and calls.stop_asked(agree)  # from on_evaluate / on_save
             if later and not saved:
                 save(done)
             if steps_logged:
@@ -346,11 +349,6 @@ def run(cfg: RunConfig, callbacks: Sequence[TrainerCallback] = ()) -> int:
         for line in write_report(out, finished):
             print(line)
     return 0
-
-
-def _agreed(acc: Any, asked: bool) -> bool:
-    """A stop asked for on any rank, on every rank (the ranks must leave the loop together)."""
-    return sum_over_ranks(acc, [float(asked)])[0] > 0
 
 
 USER_ERRORS = _user_errors()

@@ -101,42 +101,38 @@ def resolve(spec: str, key: str = "task.reward_funcs") -> Callable[..., Any]:
     return obj
 
 
-def _as_list(values: Any, rows: int, who: str) -> Any:
-    """A 1-D numpy array or tensor as a list (TRL's functions may return either); anything else as it is."""
+def _plain(values: Any, rows: int, who: str) -> Any:
+    """A 1-D numpy array or tensor as a list, and one-element tensors or arrays in a list as their numbers (TRL's
+    functions may return any of them; numpy scalars already are `numbers.Real`); anything else as it is."""
     import numpy as np
     import torch
 
-    if isinstance(values, torch.Tensor):
-        values = values.detach().cpu().numpy()
+    def array(v: Any) -> Any:
+        return v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else v
+
+    values = array(values)
     if isinstance(values, np.ndarray):
         if values.ndim != 1:
             raise RewardFunctionError(f"{who} returned an array of shape {tuple(values.shape)}, "
                                       f"expected {rows} numbers")
         return values.tolist()
+    if isinstance(values, list | tuple):
+        items = [array(v) for v in values]
+        return [v.item() if isinstance(v, np.ndarray) and v.size == 1 else v for v in items]
     return values
-
-
-def _number(v: Any) -> Any:
-    """A one-element tensor or array as its Python number (numpy scalars already are `numbers.Real`)."""
-    import numpy as np
-    import torch
-
-    if (isinstance(v, torch.Tensor) and v.numel() == 1) or (isinstance(v, np.ndarray) and v.size == 1):
-        return v.item()
-    return v
 
 
 def checked_values(values: Any, rows: int, who: str, *, allow_none: bool) -> list[float | None]:
     """`values` as one finite float (or None) per row; anything else is a `RewardFunctionError` naming `who`.
     A list, a 1-D numpy array or tensor; its items numbers, numpy scalars or one-element tensors."""
-    values = _as_list(values, rows, who)
+    values = _plain(values, rows, who)
     if isinstance(values, str | bytes) or not isinstance(values, Sequence):
         raise RewardFunctionError(f"{who} returned {type(values).__name__}, expected a list of {rows} numbers")
     if len(values) != rows:
         raise RewardFunctionError(f"{who} returned {len(values)} values for {rows} "
                                   f"{'rows' if allow_none else 'requests'}")
     out: list[float | None] = []
-    for i, v in enumerate(map(_number, values)):
+    for i, v in enumerate(values):
         if v is None and allow_none:
             out.append(None)
         elif isinstance(v, numbers.Real) and math.isfinite(float(v)):

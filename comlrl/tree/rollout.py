@@ -149,13 +149,15 @@ class Rollout:
         """Each joint action scored on its node's state: its reward and the state it leaves."""
         self._phase(f"scoring {len(pairs)}")
         t0 = time.perf_counter()
-        turns = [JointTurn(self.problems[node.root], tuple(node.completions[a][act[a]].text for a in range(len(act))),
-                           node.state, node.turn,
-                           tuple(tuple(node.completions[a][act[a]].completion_ids) for a in range(len(act))))
-                 for node, act in pairs]
+        turns = [self._joint_turn(node, act) for node, act in pairs]
         scored = [Scored(r.total, r, state) for r, state in self.task.score_joint(turns)]
         self.score_seconds += time.perf_counter() - t0
         return scored
+
+    def _joint_turn(self, node: Node, act: tuple[int, ...]) -> JointTurn:
+        samples = [node.completions[a][k] for a, k in enumerate(act)]
+        return JointTurn(self.problems[node.root], tuple(s.text for s in samples), node.state, node.turn,
+                         tuple(tuple(s.completion_ids) for s in samples))
 
     def next_messages(self, pairs: list[tuple[Node, int]]) -> list[list[Messages]]:
         t0 = time.perf_counter()
