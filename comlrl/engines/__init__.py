@@ -41,6 +41,21 @@ class ServerSettings:
     # /dev/shm, which the server reads); null: the trainer starts one per machine and stops it at the end
     url: str | None = None
     start_timeout_s: int = 600  # a server not serving by then: one warning, and the hf engine
+    # the port of the server the trainer starts (url null); 0: a free one. Set it when other programs sample
+    # from the run's current policy there (Atropos environments: its OpenAI-compatible /v1 endpoints)
+    port: int = 0
+
+
+@dataclass
+class AtroposSettings:
+    """`rollout.atropos`: train on the scored groups of Atropos environments (docs/atropos.md) instead of
+    growing trees; the trainer pulls them from Atropos's API server (`run-api`)."""
+
+    url: str | None = None  # the API server, e.g. http://127.0.0.1:8000; null: the run grows its own trees
+    batch_size: int = 16  # sequences per optimizer step (Atropos counts sequences: groups x group_size)
+    max_token_len: int = 2048  # the longest sequence the environments may send (tokens, prompt included)
+    wait_timeout_s: float = 600.0  # no batch for this long: the run stops (its checkpoint intact)
+    poll_s: float = 1.0  # between /batch requests while the queue is empty
 
 
 @dataclass
@@ -55,6 +70,7 @@ class RolloutConfig:
     is_cap: float | None = 2.0
     vllm: VLLMSettings = field(default_factory=VLLMSettings)
     server: ServerSettings = field(default_factory=ServerSettings)
+    atropos: AtroposSettings = field(default_factory=AtroposSettings)
 
     def check(self) -> None:
         require(self.is_cap is None or self.is_cap >= 1.0, "rollout.is_cap", self.is_cap, "a number >= 1 or null")
@@ -65,6 +81,14 @@ class RolloutConfig:
         require(s.url is None or s.url.startswith(("http://", "https://")), "rollout.server.url", s.url,
                 "an http:// URL of a running comlrl-serve, or null (the trainer starts one)")
         require(s.start_timeout_s > 0, "rollout.server.start_timeout_s", s.start_timeout_s, "a number of seconds > 0")
+        require(0 <= s.port <= 65535, "rollout.server.port", s.port, "a port number, or 0 (a free one)")
+        a = self.atropos
+        require(a.url is None or a.url.startswith(("http://", "https://")), "rollout.atropos.url", a.url,
+                "an http:// URL of Atropos's API server (run-api), or null")
+        require(a.batch_size >= 1, "rollout.atropos.batch_size", a.batch_size, "an integer >= 1 (sequences)")
+        require(a.max_token_len >= 2, "rollout.atropos.max_token_len", a.max_token_len, "an integer >= 2")
+        require(a.wait_timeout_s > 0, "rollout.atropos.wait_timeout_s", a.wait_timeout_s, "a number of seconds > 0")
+        require(a.poll_s > 0, "rollout.atropos.poll_s", a.poll_s, "a number of seconds > 0")
 
 
 class RolloutEngine(Protocol):

@@ -236,7 +236,10 @@ class RolloutServer:
                 item.finish({**item.result, "outputs": item.outputs})
 
 
-def _handler(server: RolloutServer) -> type[BaseHTTPRequestHandler]:
+def _handler(server: RolloutServer, front: Any = None) -> type[BaseHTTPRequestHandler]:
+    """The HTTP handler: the trainer's protocol, and with `front` (an `OpenAIFront`) the OpenAI endpoints."""
+    openai_paths = {"/v1/completions": "completions", "/v1/chat/completions": "chat_completions"}
+
     class Handler(BaseHTTPRequestHandler):
         def _reply(self, status: int, payload: dict[str, Any]) -> None:
             data = json.dumps(payload).encode()
@@ -249,10 +252,15 @@ def _handler(server: RolloutServer) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
             if self.path == "/health":
                 self._reply(200, server.health())
+            elif self.path == "/v1/models" and front is not None:
+                self._reply(200, front.models())
             else:
                 self._reply(404, {"error": f"no such path: {self.path}"})
 
         def do_POST(self) -> None:  # noqa: N802
+            if self.path in openai_paths and front is not None:
+                self._openai(openai_paths[self.path])
+                return
             kind = {"/push": "push", "/generate": "generate"}.get(self.path)
             if kind is None:
                 self._reply(404, {"error": f"no such path: {self.path}"})
@@ -268,6 +276,21 @@ def _handler(server: RolloutServer) -> type[BaseHTTPRequestHandler]:
             except Refused as exc:
                 self._reply(409, {"error": str(exc)})
 
+        def _openai(self, method: str) -> None:
+            from comlrl.engines.openai_front import BadRequest, NotReady
+
+            try:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                if not isinstance(body, dict):
+                    raise BadRequest("the body is not a JSON object")
+                self._reply(200, getattr(front, method)(body))
+            except (BadRequest, ValueError) as exc:
+                self._reply(400, {"error": {"message": str(exc), "type": "invalid_request_error"}})
+            except NotReady as exc:
+                self._reply(503, {"error": {"message": str(exc), "type": "unavailable"}})
+            except Refused as exc:
+                self._reply(409, {"error": {"message": str(exc), "type": "refused"}})
+
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (http.server's signature)
             log.debug(format, *args)
 
@@ -275,10 +298,15 @@ def _handler(server: RolloutServer) -> type[BaseHTTPRequestHandler]:
 
 
 def make_server(runner: Any, model: str, max_model_len: int, host: str, port: int,
-                push_wait_s: float = PUSH_WAIT_S) -> tuple[ThreadingHTTPServer, RolloutServer, str]:
-    """The HTTP server (not yet serving), the state behind it, and its URL (`port` 0: a free port)."""
+                push_wait_s: float = PUSH_WAIT_S, tokenizer: Any = None
+                ) -> tuple[ThreadingHTTPServer, RolloutServer, str]:
+    """The HTTP server (not yet serving), the state behind it, and its URL (`port` 0: a free port); with
+    `tokenizer` it also answers OpenAI requests (`comlrl/engines/openai_front.py`)."""
+    from comlrl.engines.openai_front import OpenAIFront
+
     state = RolloutServer(runner, model, max_model_len, push_wait_s)
-    httpd = ThreadingHTTPServer((host, port), _handler(state))
+    front = OpenAIFront(state, tokenizer) if tokenizer is not None else None
+    httpd = ThreadingHTTPServer((host, port), _handler(state, front))
     httpd.daemon_threads = True
     return httpd, state, f"http://{host}:{httpd.server_address[1]}"
 
@@ -308,7 +336,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: the rollout server cannot start vLLM: {exc}", file=sys.stderr)
         return 3
     log.info("vllm engine ready in %.1f s", runner.start_seconds)
-    httpd, state, url = make_server(runner, args.model, args.max_model_len, args.host, args.port)
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(args.model)  # for the OpenAI endpoints (text and chat templates)
+    httpd, state, url = make_server(runner, args.model, args.max_model_len, args.host, args.port,
+                                    tokenizer=tokenizer)
     print(f"comlrl rollout server: {args.model} on {url}", flush=True)  # the first line names the URL
     if args.announce:  # written whole: the trainer waits for the file
         tmp = Path(args.announce).with_suffix(".tmp")

@@ -106,9 +106,9 @@ def _die_with_parent() -> None:
 
 
 def start_server(policies: AgentPolicies, settings: Any, seed: int, workdir: Path,
-                 timeout_s: float) -> tuple[subprocess.Popen, str, Path]:
-    """Start `python -m comlrl.engines.rollout_server` on a free loopback port: the process, its URL once
-    it serves, and its log.
+                 timeout_s: float, port: int = 0) -> tuple[subprocess.Popen, str, Path]:
+    """Start `python -m comlrl.engines.rollout_server` on loopback `port` (0: a free one): the process, its
+    URL once it serves, and its log.
     VLLMUnavailable (the caller falls back) when it exits or does not serve within `timeout_s`."""
     cfg = policies.cfg
     # the log outlives the shared-memory workdir: a server that dies leaves it for the error to name
@@ -117,7 +117,7 @@ def start_server(policies: AgentPolicies, settings: Any, seed: int, workdir: Pat
            "--max-model-len", str(cfg.max_prompt_tokens + cfg.max_new_tokens), "--seed", str(seed),
            "--kv-cache-gib", str(settings.kv_cache_gib),
            "--gpu-memory-utilization", str(settings.gpu_memory_utilization),
-           "--port", "0", "--announce", str(announce), *([] if settings.enforce_eager else ["--compile"])]
+           "--port", str(port), "--announce", str(announce), *([] if settings.enforce_eager else ["--compile"])]
     # the server is the project's own code: it gets the environment minus the launcher's rank variables
     # (it is not a rank of the training world) and no API keys
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
@@ -266,7 +266,7 @@ def build_server_engine(policies: AgentPolicies, settings: Any, server: Any, see
     proc, url, log_path, error = None, server.url, None, None
     if starts:
         try:
-            proc, url, log_path = start_server(policies, settings, seed, workdir, server.start_timeout_s)
+            proc, url, log_path = start_server(policies, settings, seed, workdir, server.start_timeout_s, server.port)
         except VLLMUnavailable as exc:
             error = str(exc)
     if server.url is None:  # every rank learns its machine's URL (ranks are numbered machine by machine)
