@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from comlrl.engines import RolloutEngine
     from comlrl.learn.preference_file import PreferenceRecord
     from comlrl.policy import AgentPolicies
+    from comlrl.run.atropos import AtroposSource
     from comlrl.run.feedback_bridge import FeedbackBridge
     from sandbox.executor import Sandbox
 
@@ -49,6 +50,7 @@ class Components:
     train: list[Any]  # the task's problems
     eval: list[Any]
     offline_pairs: list[PreferenceRecord] = field(default_factory=list)  # algorithm.dpo.offline_pairs: DPO on these
+    atropos: AtroposSource | None = None  # rollout.atropos.url: the steps train on Atropos environments' groups
     counters: dict[str, float] = field(default_factory=dict)
     # what the run is doing now ("rollout turn 1/2: generating", "update"): the trainer shows it
     phase: Callable[[str], None] = field(default=lambda text: None)
@@ -104,6 +106,12 @@ def build(cfg: RunConfig, for_training: bool = True, log_with: list[Any] | None 
     from sandbox.executor import Sandbox
 
     acc = make_accelerator(log_with)
+    atropos = None
+    if cfg.rollout.atropos.url and for_training:  # before the models load: an unreachable server is one line
+        from comlrl.run.atropos import AtroposSource
+
+        atropos = AtroposSource(cfg, acc)
+        atropos.check_reachable()
     torch.set_num_threads(cfg.training.torch_threads or cpu_share())
     random.seed(cfg.training.seed)
     torch.manual_seed(cfg.training.seed)
@@ -151,7 +159,7 @@ def build(cfg: RunConfig, for_training: bool = True, log_with: list[Any] | None 
     offline = (read_pairs(cfg.algorithm.dpo.offline_pairs, cfg.magrpo.num_agents)
                if cfg.algorithm.dpo.offline_pairs else [])
     return Components(cfg, acc, task, sandbox, policies, engine, algorithm, learner, feedback, train, evalset,
-                      offline_pairs=offline)
+                      offline_pairs=offline, atropos=atropos)
 
 
 def param_groups(cfg: RunConfig, policies: Any) -> list[dict[str, Any]]:

@@ -111,6 +111,8 @@ class Evaluator:
         probe = [comp.train[i] for i in probe_indices(len(comp.train), t.steps, t.trees_per_step, world, t.seed,
                                                        e.probe_problems)] if comp.train else []
         self.sets: dict[str, list[Any]] = {"heldout": heldout, "probe": probe}
+        if comp.atropos is not None:  # the run trains on Atropos environments, which evaluate themselves
+            self.sets = {"heldout": [], "probe": []}
         self.samples: int = e.samples  # sampled chains per problem, every set
         self.greedy: bool = e.greedy
         self.baseline: dict[str, dict[int, ProblemScore]] = {}

@@ -67,6 +67,10 @@ def training_step(comp: Components, step: int, start_rewards: dict[str, float] |
     turn-1 reward with it."""
     if comp.offline_pairs:
         return offline_step(comp, step), []
+    if comp.atropos is not None:  # Atropos environments' groups instead of trees (comlrl/run/atropos.py)
+        from comlrl.run.atropos import atropos_step
+
+        return atropos_step(comp, step), []
     m, t0 = comp.cfg.magrpo, time.perf_counter()
     problems = _step_problems(comp, step)
     rollout = comp.rollout(problems, label=f"step {step + 1}")
@@ -220,6 +224,9 @@ def progress_numbers(metrics: dict[str, float], num_turns: int, headline: tuple[
                      ) -> dict[str, str]:
     """The progress bar's numbers: the step just finished (not a running average); `headline` is the task's
     (label, outcome) to show beside the reward (`Task.headline_outcome`)."""
+    if "atropos/score_mean" in metrics:  # a step on Atropos environments' groups
+        return {"score": f"{metrics['atropos/score_mean']:.2f}", "loss": f"{metrics['loss']:.3f}",
+                "s_step": f"{metrics['step_seconds']:.0f}"}
     if "reward_mean" not in metrics:  # an offline DPO step: no rollout
         return {"loss": f"{metrics['loss']:.3f}", "s_step": f"{metrics['step_seconds']:.0f}"}
     out = {"reward": f"{metrics['reward_mean']:.2f}",
@@ -259,6 +266,8 @@ def run(cfg: RunConfig, callbacks: Sequence[TrainerCallback] = ()) -> int:
                 log.info("removed the later checkpoints %s (this run goes on from step %d)",
                          ", ".join(p.name for p in dropped), start)
     calls.state.global_step = start
+    if comp.atropos is not None:
+        comp.atropos.register(start, str(ckpt_root.resolve()))
     writer = RunWriter(cfg, acc, resume_step=start) if acc.is_main_process else None
     bar = None
     evaluator = Evaluator(comp)
