@@ -133,6 +133,9 @@ def _validate_algorithm(cfg: RunConfig) -> None:
             f"null for algorithm.name={a.name} (its loss has no probability ratio to clip)")
     require(a.dpo.offline_pairs is None or a.name == "madpo", "algorithm.dpo.offline_pairs", a.dpo.offline_pairs,
             "null unless algorithm.name=madpo (offline DPO)")
+    require(cfg.rollout.atropos.url is None or a.name == "magrpo", "algorithm.name", a.name,
+            "magrpo with rollout.atropos.url (an Atropos group is a sibling group of the policy gradient; "
+            "the other families need the tree)")
 
 
 def _validate_agents(cfg: RunConfig) -> None:

@@ -165,3 +165,12 @@ def test_trains_on_the_groups_stops_when_the_server_goes_away_and_resumes(tmp_pa
     m = _metrics(run)
     assert [x["step"] for x in m] == [1, 2, 3] and m[-1]["atropos/groups"] == 2
     assert (run / "final").is_dir() and (run / "checkpoints" / "step-3").is_dir()
+
+
+def test_only_the_policy_gradient_trains_on_atropos_groups():
+    with pytest.raises(ConfigError, match="algorithm.name='madpo' is not allowed.*rollout.atropos.url"):
+        load_config(None, ["rollout.atropos.url=http://127.0.0.1:8000", "algorithm.name=madpo"])
+    with pytest.raises(ConfigError, match="rollout.atropos.batch_size"):
+        load_config(None, ["rollout.atropos.url=http://127.0.0.1:8000", "rollout.atropos.batch_size=0"])
+    with pytest.raises(ConfigError, match="rollout.atropos.url"):
+        load_config(None, ["rollout.atropos.url=localhost:8000"])
