@@ -77,7 +77,7 @@ class CodeServer(LoopbackServer):
 def run_env(module: str, command: str, *args: str, timeout: float = 150) -> subprocess.CompletedProcess[str]:
     """`python -m comlrl.integrations.atropos.<module> <command> ...`, Atropos's own CLI, offline."""
     env = {**os.environ, "WANDB_MODE": "disabled", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "PYTHONPATH": str(ROOT)}
+           "PYTHONPATH": os.pathsep.join((str(ROOT), str(ROOT / "tests")))}
     return subprocess.run([sys.executable, "-m", f"comlrl.integrations.atropos.{module}", command, *args],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 

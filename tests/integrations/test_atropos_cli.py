@@ -106,3 +106,13 @@ def test_tool_env_config_fields_reach_atropos_cli() -> None:
     assert (cfg.max_rounds, cfg.format_weight, cfg.max_tokens, cfg.use_wandb, cfg.server_api) == (
         4, 0.1, 384, False, "openai")
     assert servers[0].server_type == "openai"
+
+
+def test_code_env_adds_trl_style_reward_funcs_to_the_code_reward(tmp_path: Path) -> None:
+    """tests/reward_fns.py `distinct_chars` (distinct characters / 100) on top of the levels reward."""
+    out = tmp_path / "groups.jsonl"
+    with CodeServer(["wrong", "correct"]) as srv:
+        groups = process("code_env", out, srv, "--env.reward_funcs", '["reward_fns:distinct_chars"]')
+    first = groups[0]
+    extra = [len(set(chat[2]["content"])) / 100 for chat in first["messages"]]
+    assert first["scores"] == pytest.approx([1.0 + extra[0], 3.0 + extra[1]])

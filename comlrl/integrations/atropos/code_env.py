@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import dataclasses
+import json
 import time
 from typing import Any
 
 from atroposlib.envs.base import BaseEnv, ScoredDataGroup
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from comlrl.integrations.atropos.common import (
     ProblemCycle,
@@ -42,12 +44,24 @@ from comlrl.integrations.atropos.common import (
 )
 from comlrl.tasks.base import Problem
 from comlrl.tasks.code.single import CodeSingleTask
+from comlrl.tasks.reward_funcs import checked_values, resolve
 
 
 class CodeEnvConfig(ProblemEnvConfig):
     """`--env.*` of the code env: the shared problem fields plus the code task's reward rule."""
 
     reward: str = Field(default="levels", description="the code tasks' reward rule (task.reward)")
+    reward_funcs: list[str] = Field(default_factory=list, description="TRL-style module:function rewards added "
+                                    "to the code reward (as task.reward_funcs names them)")
+
+    @field_validator("reward_funcs", mode="before")
+    @classmethod
+    def _from_cli(cls, value: Any) -> Any:
+        """Atropos's CLI passes the flag as a string: a JSON list, or names separated by commas."""
+        if isinstance(value, str):
+            text = value.strip()
+            return json.loads(text) if text.startswith("[") else [v.strip() for v in text.split(",") if v.strip()]
+        return value
 
 
 class CodeEnv(BaseEnv):
@@ -77,6 +91,7 @@ class CodeEnv(BaseEnv):
         self.sandbox = Sandbox(workers=self.config.sandbox_workers, timeout_s=self.config.sandbox_timeout_s)
         atexit.register(self.sandbox.close)
         self.task = CodeSingleTask(self.sandbox, self.config.reward)
+        self.extra = [(spec, resolve(spec, "env.reward_funcs")) for spec in self.config.reward_funcs]
 
     async def get_next_item(self) -> Problem:
         return self.items.next()
@@ -97,8 +112,18 @@ class CodeEnv(BaseEnv):
         return list(completion.choices)[:n]
 
     async def score(self, problem: Problem, texts: list[str]) -> list[Any]:
-        """`CodeReward`s of the task, one per text (sandboxed, off the event loop)."""
-        return await in_thread(self.task.score, [(problem, [t]) for t in texts])
+        """`CodeReward`s of the task, one per text (sandboxed, off the event loop), each total plus the
+        `reward_funcs` values (called TRL's way: prompts, completions, task_id per row)."""
+        rewards = await in_thread(self.task.score, [(problem, [t]) for t in texts])
+        if not self.extra:
+            return rewards
+        prompt = self.prompt(problem)
+        added = [0.0] * len(texts)
+        for spec, fn in self.extra:
+            values = checked_values(fn(prompts=[prompt] * len(texts), completions=list(texts),
+                                       task_id=[problem.task_id] * len(texts)), len(texts), spec, allow_none=False)
+            added = [a + float(v or 0.0) for a, v in zip(added, values, strict=True)]
+        return [dataclasses.replace(r, total=r.total + a) for r, a in zip(rewards, added, strict=True)]
 
     async def collect_trajectories(self, item: Problem) -> tuple[ScoredDataGroup | None, list[Any]]:
         """G samples of the item's problem, scored and tokenized as one group."""
