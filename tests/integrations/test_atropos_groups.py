@@ -144,3 +144,24 @@ def test_code_env_wandb_log_adds_its_numbers_then_atropos_s(tokenizer: Any, tmp_
         "train/pass_rate": 0.5, "train/mean_score": 2.0, "eval/pass_rate": 0.375}
     assert "train/rollouts" in logged and env.rollouts_for_wandb == [] and env.eval_metrics == {}
     assert SimpleNamespace(**cfg.model_dump()).use_wandb is False and cfg.tokenizer_name.endswith("tiny-random-hd32")
+
+
+def test_exact_group_trains_the_sampled_ids_with_their_logprobs_one_to_one():
+    """A server that returns token ids (comlrl's rollout server, vLLM with return_token_ids): the group holds
+    exactly the prompt's and each choice's ids, the log-probs aligned with them; a choice without ids means
+    no exact group (re-tokenize instead), a choice without matching log-probs means no inference_logprobs."""
+    from comlrl.integrations.atropos.common import exact_group
+
+    def choice(ids, lps):
+        content = None if lps is None else [SimpleNamespace(logprob=x) for x in lps]
+        return SimpleNamespace(token_ids=ids, logprobs=SimpleNamespace(content=content))
+
+    chats = [[{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]] * 2
+    g = exact_group([5, 6], [choice([7, 8], [-0.5, -0.25]), choice([9], [-1.0])], chats, [1, 0])
+    assert g == {"tokens": [[5, 6, 7, 8], [5, 6, 9]], "masks": [[MASKED, MASKED, 7, 8], [MASKED, MASKED, 9]],
+                 "scores": [1.0, 0.0], "messages": chats,
+                 "inference_logprobs": [[1.0, 1.0, -0.5, -0.25], [1.0, 1.0, -1.0]]}
+    g = exact_group([5, 6], [choice([7, 8], [-0.5]), choice([9], [-1.0])], chats, [1, 0])
+    assert "inference_logprobs" not in g and g["tokens"] == [[5, 6, 7, 8], [5, 6, 9]]
+    assert exact_group([5, 6], [choice(None, None), choice([9], None)], chats, [1, 0]) is None
+    assert exact_group(None, [choice([7], None)], chats[:1], [1]) is None

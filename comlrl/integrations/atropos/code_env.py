@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import dataclasses
 import json
 import time
 from typing import Any
@@ -36,15 +35,16 @@ from comlrl.integrations.atropos.common import (
     SentStats,
     build_group,
     choice_logprobs,
+    exact_group,
     in_thread,
     load_split,
     mean,
     offline_defaults,
     pick_server_cls,
 )
+from comlrl.tasks import build_task
 from comlrl.tasks.base import Problem
-from comlrl.tasks.code.single import CodeSingleTask
-from comlrl.tasks.reward_funcs import checked_values, resolve
+from comlrl.tree.contracts import JointTurn, TaskConfig
 
 
 class CodeEnvConfig(ProblemEnvConfig):
@@ -90,8 +90,9 @@ class CodeEnv(BaseEnv):
         self.items = ProblemCycle(self.train, self.config.seed)
         self.sandbox = Sandbox(workers=self.config.sandbox_workers, timeout_s=self.config.sandbox_timeout_s)
         atexit.register(self.sandbox.close)
-        self.task = CodeSingleTask(self.sandbox, self.config.reward)
-        self.extra = [(spec, resolve(spec, "env.reward_funcs")) for spec in self.config.reward_funcs]
+        # the task as comlrl-train builds it: its reward rule plus the reward functions' terms
+        self.task = build_task(TaskConfig(name="code_single", reward=self.config.reward,
+                                          reward_funcs=list(self.config.reward_funcs)), self.sandbox)
 
     async def get_next_item(self) -> Problem:
         return self.items.next()
@@ -100,41 +101,42 @@ class CodeEnv(BaseEnv):
         """The task's own first turn (system prompt, problem, what to write)."""
         return self.task.initial_messages(problem)[0]
 
-    async def sample(self, problem: Problem, n: int, *, temperature: float, split: str) -> list[Any]:
-        """n choices of one request (the server manager splits a large n; a server that ignores n is asked n times)."""
+    async def request(self, problem: Problem, n: int, *, temperature: float, split: str) -> Any:
+        """One chat-completion request for n choices (the server manager splits a large n; a server that
+        ignores n is asked n times)."""
         kwargs: dict[str, Any] = {"messages": self.prompt(problem), "n": n, "max_tokens": self.config.max_tokens,
                                   "temperature": temperature, "split": split}
         if temperature > 0:
             kwargs["top_p"] = self.config.top_p
         if self.config.request_logprobs:
             kwargs["logprobs"] = True
-        completion = await self.server.chat_completion(**kwargs)
-        return list(completion.choices)[:n]
+        return await self.server.chat_completion(**kwargs)
+
+    async def sample(self, problem: Problem, n: int, *, temperature: float, split: str) -> list[Any]:
+        """The n choices of one request."""
+        return list((await self.request(problem, n, temperature=temperature, split=split)).choices)[:n]
 
     async def score(self, problem: Problem, texts: list[str]) -> list[Any]:
-        """`CodeReward`s of the task, one per text (sandboxed, off the event loop), each total plus the
-        `reward_funcs` values (called TRL's way: prompts, completions, task_id per row)."""
-        rewards = await in_thread(self.task.score, [(problem, [t]) for t in texts])
-        if not self.extra:
-            return rewards
-        prompt = self.prompt(problem)
-        added = [0.0] * len(texts)
-        for spec, fn in self.extra:
-            values = checked_values(fn(prompts=[prompt] * len(texts), completions=list(texts),
-                                       task_id=[problem.task_id] * len(texts)), len(texts), spec, allow_none=False)
-            added = [a + float(v or 0.0) for a, v in zip(added, values, strict=True)]
-        return [dataclasses.replace(r, total=r.total + a) for r, a in zip(rewards, added, strict=True)]
+        """`CodeReward`s of the task, one per text (sandboxed, off the event loop), with the `reward_funcs`
+        terms added exactly as in a training run (`Task.score_joint`)."""
+        scored = await in_thread(self.task.score_joint, [JointTurn(problem, (t,)) for t in texts])
+        return [reward for reward, _ in scored]
 
     async def collect_trajectories(self, item: Problem) -> tuple[ScoredDataGroup | None, list[Any]]:
         """G samples of the item's problem, scored and tokenized as one group."""
-        choices = await self.sample(item, self.config.group_size, temperature=self.config.temperature,
-                                    split="train")
+        completion = await self.request(item, self.config.group_size, temperature=self.config.temperature,
+                                        split="train")
+        choices = list(completion.choices)[: self.config.group_size]
         texts = [c.message.content or "" for c in choices]
         rewards = await self.score(item, texts)
         prompt = self.prompt(item)
         chats = [[*prompt, {"role": "assistant", "content": t}] for t in texts]
-        group = build_group(self.tokenizer, chats, [r.total for r in rewards], [[choice_logprobs(c)] for c in choices],
-                            all_assistant_turns=False, finish_reasons=[c.finish_reason or "" for c in choices])
+        scores = [r.total for r in rewards]
+        # the server's own token ids when it gives them (comlrl's rollout server; vLLM with return_token_ids):
+        # the group trains exactly what was sampled, its log-probs aligned one to one; else the chat re-tokenized
+        group = exact_group(getattr(completion, "prompt_token_ids", None), choices, chats, scores) or build_group(
+            self.tokenizer, chats, scores, [[choice_logprobs(c)] for c in choices], all_assistant_turns=False,
+            finish_reasons=[c.finish_reason or "" for c in choices])
         out = ScoredDataGroup(**group)
         self.stats.file(out, pass_rate=[float(r.all_passed) for r in rewards], mean_score=[r.total for r in rewards])
         return out, []

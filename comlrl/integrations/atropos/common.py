@@ -20,10 +20,10 @@ from atroposlib.utils.tokenize_for_trainer import tokenize_for_trainer
 from pydantic import Field
 
 from comlrl.models import resolve_model_path
+from comlrl.run.atropos_groups import MASKED, trained_spans  # the trainer's reading of the same masks
 from comlrl.tasks.base import Problem
 from comlrl.tasks.datasets import DatasetConfig, load_dataset
 
-MASKED = -100  # atroposlib's (and HF's) ignore index in `masks`
 MASKED_LOGPROB = 1.0  # Atropos's placeholder log-prob at masked positions (example_trainer/data.py)
 
 
@@ -118,19 +118,6 @@ def tokens_and_masks(tokenizer: Any, chat: list[dict[str, str]], *, all_assistan
     return [int(t) for t in out["tokens"]], [int(m) for m in out["masks"]]
 
 
-def trained_spans(masks: Sequence[int]) -> list[tuple[int, int]]:
-    """[start, end) of each run of trained (unmasked) positions, in order: one per assistant turn."""
-    spans: list[tuple[int, int]] = []
-    start = None
-    for i, m in enumerate([*masks, MASKED]):
-        if m != MASKED and start is None:
-            start = i
-        elif m == MASKED and start is not None:
-            spans.append((start, i))
-            start = None
-    return spans
-
-
 def aligned_logprobs(masks: Sequence[int], per_turn: Sequence[Sequence[float] | None]) -> list[float] | None:
     """Log-probs aligned with the tokens (1.0 at masked positions), or None unless every assistant turn's
     trained span has exactly as many log-probs as the server returned for that turn."""
@@ -171,6 +158,31 @@ def build_group(tokenizer: Any, chats: Sequence[list[dict[str, str]]], scores: S
         aligned.append(aligned_logprobs(masks, turns))
     if aligned and all(a is not None for a in aligned):
         group["inference_logprobs"] = aligned
+    return group
+
+
+def exact_group(prompt_ids: Sequence[int] | None, choices: Sequence[Any], chats: Sequence[list[dict[str, str]]],
+                scores: Sequence[float]) -> dict[str, Any] | None:
+    """A single-turn group of exactly the tokens the server sampled: its prompt ids, each choice's `token_ids`
+    (comlrl's rollout server gives them; vLLM's OpenAI server with `return_token_ids`), and each choice's
+    log-probs aligned one to one with them. None when the server gave no ids: then the chat is re-tokenized
+    (`build_group`), which need not reproduce the sampled tokens."""
+    ids = [getattr(c, "token_ids", None) for c in choices]
+    if not prompt_ids or not choices or any(not isinstance(t, list) or not t for t in ids):
+        return None
+    prompt = [int(t) for t in prompt_ids]
+    group: dict[str, Any] = {"tokens": [], "masks": [], "scores": [float(s) for s in scores],
+                             "messages": [list(c) for c in chats]}
+    logprobs: list[list[float]] = []
+    for choice, completion in zip(choices, ids, strict=True):
+        completion = [int(t) for t in completion]
+        group["tokens"].append(prompt + completion)
+        group["masks"].append([MASKED] * len(prompt) + completion)
+        values = choice_logprobs(choice)
+        if values is not None and len(values) == len(completion):
+            logprobs.append([MASKED_LOGPROB] * len(prompt) + values)
+    if len(logprobs) == len(choices):
+        group["inference_logprobs"] = logprobs
     return group
 
 
