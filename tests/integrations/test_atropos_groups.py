@@ -165,3 +165,13 @@ def test_exact_group_trains_the_sampled_ids_with_their_logprobs_one_to_one():
     assert "inference_logprobs" not in g and g["tokens"] == [[5, 6, 7, 8], [5, 6, 9]]
     assert exact_group([5, 6], [choice(None, None), choice([9], None)], chats, [1, 0]) is None
     assert exact_group(None, [choice([7], None)], chats[:1], [1]) is None
+
+
+def test_the_envs_register_under_their_name():
+    """run-api refuses /register-env without a name (422 on desired_name: seen in serve mode before this
+    default): each env's config names it."""
+    from comlrl.integrations.atropos.code_env import CodeEnv
+    from comlrl.integrations.atropos.tool_env import ToolAgentEnv
+
+    assert CodeEnv.config_init()[0].wandb_name == "comlrl_code"
+    assert ToolAgentEnv.config_init()[0].wandb_name == ToolAgentEnv.name

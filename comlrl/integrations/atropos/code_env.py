@@ -80,7 +80,7 @@ class CodeEnv(BaseEnv):
     @classmethod
     def config_init(cls) -> tuple[CodeEnvConfig, Any]:
         """Offline defaults (the tiny model's tokenizer, no wandb); `--env.*` / `--openai.*` override them."""
-        return offline_defaults(cls.env_config_cls)
+        return offline_defaults(cls.env_config_cls, wandb_name=cls.name)  # the name it registers under
 
     async def setup(self) -> None:
         """The problems (train / held-out split), the sandbox and the task that scores."""

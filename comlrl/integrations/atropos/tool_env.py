@@ -132,7 +132,7 @@ class ToolAgentEnv(BaseEnv):
     @classmethod
     def config_init(cls) -> tuple[ToolEnvConfig, Any]:
         """Offline defaults (the tiny model's tokenizer, no wandb); 384 new tokens per round."""
-        return offline_defaults(cls.env_config_cls, max_tokens=384)
+        return offline_defaults(cls.env_config_cls, max_tokens=384, wandb_name=cls.name)
 
     async def setup(self) -> None:
         """Problems, the sandbox, and the tool environment with the data set's edge tests (as the task loads them)."""
