@@ -1,8 +1,9 @@
 """The envs through Atropos's own CLI (`python -m comlrl.integrations.atropos.<env> process|evaluate`), in a
 subprocess, against real HTTP servers on 127.0.0.1 answering OpenAI chat completions from a script.
 
-The groups file is read back with `jsonlines`, the package atroposlib writes it with; its viewer
-(atroposlib.frontend.jsonl2html) writes the HTML page beside it at the end of `process`.
+The groups file is read back with `jsonlines`, the package atroposlib writes it with, and each record is
+checked against atroposlib's own schema of a scored group (`atroposlib.api.server.ScoredData`, what run-api
+accepts); its viewer (atroposlib.frontend.jsonl2html) writes the HTML page beside it at the end of `process`.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ def process(module: str, out: Path, srv: Any, *extra: str) -> list[dict[str, Any
     html = out.with_suffix(".html").read_text()
     groups = read_groups(out)
     assert len(groups) == 2 and html.count("Group ") >= 2
+    from atroposlib.api.server import ScoredData  # what run-api accepts from an environment: each record is one
+
+    assert [ScoredData(**g).scores for g in groups] == [g["scores"] for g in groups]
     return groups
 
 

@@ -174,3 +174,28 @@ def test_only_the_policy_gradient_trains_on_atropos_groups():
         load_config(None, ["rollout.atropos.url=http://127.0.0.1:8000", "rollout.atropos.batch_size=0"])
     with pytest.raises(ConfigError, match="rollout.atropos.url"):
         load_config(None, ["rollout.atropos.url=localhost:8000"])
+
+
+@pytest.mark.slow
+def test_two_ranks_share_each_batch_and_stay_in_step(tmp_path):
+    """DDP over gloo, two processes: rank 0 pulls the batch, every rank trains its share of the groups (one
+    each here), the metrics are summed over ranks and the weights stay equal on both."""
+    from trainer_helpers import VENV_BIN, train
+
+    api = RunApi(tmp_path / "api.log")
+    feeder = threading.Thread(target=_feed, args=(api.url, [_group(k) for k in range(4)]))
+    feeder.start()
+    run = tmp_path / "run"
+    launcher = [str(VENV_BIN / "accelerate"), "launch", "--config_file", str(ROOT / "configs/accelerate/ddp_cpu.yaml")]
+    try:
+        res = train(["model.name=tiny-random", "task.name=code_single", "magrpo.num_agents=1",
+                     f"rollout.atropos.url={api.url}", "rollout.atropos.batch_size=4", "rollout.atropos.poll_s=0.2",
+                     "training.steps=2", "training.torch_threads=1", "logging.progress_bar=false",
+                     f"training.output_dir={run}"], launcher=launcher, timeout=900,
+                    extra_env={"ACCELERATE_USE_CPU": "true"})
+    finally:
+        api.stop()
+    assert res.returncode == 0, res.stderr[-3000:]
+    m = _metrics(run)
+    assert [x["atropos/groups"] for x in m] == [2, 2] and [x["samples"] for x in m] == [4, 4]
+    assert all(x["weights_rank_spread"] == 0 and x["grad_norm"] > 0 for x in m), m
