@@ -127,6 +127,18 @@ def test_a_plot_that_fails_does_not_fail_the_finished_run(tmp_path, monkeypatch)
     assert "reward plot: not drawn (ValueError: 'yerr' must not contain negative values)" in lines
 
 
+def test_a_run_that_grew_no_trees_says_so_instead_of_a_missing_step(tmp_path) -> None:
+    """Steps on Atropos groups (or a pairs file) leave trees.jsonl empty: the report said "step 8 is not in
+    trees.jsonl; available steps: none (the file is empty)" after a finished Atropos run."""
+    from comlrl.run.report import write_report
+
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "reward_mean": 1.0, "atropos/groups": 2}\n')
+    (tmp_path / "trees.jsonl").write_text("")
+    lines = write_report(tmp_path, 1)
+    assert "tree view: none (the steps trained on Atropos groups or a pairs file, not on trees)" in lines
+    assert any(line.startswith("reward plot: ") and "not drawn" not in line for line in lines)
+
+
 def _categorised(step: int, sampled: list[float], greedy: list[float], categories: list[str]) -> list[dict]:
     records = _records(step, "heldout", sampled, [0.0] * len(sampled), greedy=greedy)
     for r, c in zip(records, categories, strict=True):

@@ -177,7 +177,7 @@ def atropos_step(comp: Components, step: int) -> dict[str, float]:
      gap_tokens) = sum_over_ranks(comp.accelerator, local)
     metrics: dict[str, float] = {
         "step": step + 1, "atropos/groups": int(groups), "adv_groups": int(groups), "adv_groups_skipped": int(skipped),
-        "atropos/sequences": int(sequences), "atropos/score_mean": score_sum / scores if scores else float("nan"),
+        "atropos/sequences": int(sequences), "reward_mean": score_sum / scores if scores else float("nan"),
         "samples": int(samples), "atropos/trained_tokens": int(tokens), "atropos/malformed": int(malformed),
         "atropos/own_advantages": int(own), "atropos/samples_with_logprobs": int(with_lp),
         "atropos/wait_seconds": waited, "loss": loss / comp.accelerator.num_processes,

@@ -183,12 +183,16 @@ def write_report(run_dir: str | Path, last_step: int) -> list[str]:
         lines.append(f"reward plot: {reward_png}")
     except Exception as exc:  # noqa: BLE001 - the run's outputs are written: a plot never fails a finished run
         lines.append(f"reward plot: not drawn ({type(exc).__name__}: {exc})")
-    try:
-        page = out / f"tree_step{last_step}.html"
-        page.write_text(render(out, last_step), encoding="utf-8")
-        lines.append(f"tree view (open in a browser): {page}")
-    except (VizError, OSError) as exc:
-        lines.append(f"tree view: not written ({exc})")
+    trees = out / "trees.jsonl"
+    if trees.is_file() and trees.stat().st_size == 0:  # steps on Atropos groups or a pairs file grow no trees
+        lines.append("tree view: none (the steps trained on Atropos groups or a pairs file, not on trees)")
+    else:
+        try:
+            page = out / f"tree_step{last_step}.html"
+            page.write_text(render(out, last_step), encoding="utf-8")
+            lines.append(f"tree view (open in a browser): {page}")
+        except (VizError, OSError) as exc:
+            lines.append(f"tree view: not written ({exc})")
     try:
         write_model_card(out, last_step)
     except Exception as exc:  # noqa: BLE001 - as the plots: the weights are saved, a card never fails the run

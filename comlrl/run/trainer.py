@@ -224,8 +224,8 @@ def progress_numbers(metrics: dict[str, float], num_turns: int, headline: tuple[
                      ) -> dict[str, str]:
     """The progress bar's numbers: the step just finished (not a running average); `headline` is the task's
     (label, outcome) to show beside the reward (`Task.headline_outcome`)."""
-    if "atropos/score_mean" in metrics:  # a step on Atropos environments' groups
-        return {"score": f"{metrics['atropos/score_mean']:.2f}", "loss": f"{metrics['loss']:.3f}",
+    if "atropos/groups" in metrics:  # a step on Atropos environments' groups: their scores' mean
+        return {"score": f"{metrics['reward_mean']:.2f}", "loss": f"{metrics['loss']:.3f}",
                 "s_step": f"{metrics['step_seconds']:.0f}"}
     if "reward_mean" not in metrics:  # an offline DPO step: no rollout
         return {"loss": f"{metrics['loss']:.3f}", "s_step": f"{metrics['step_seconds']:.0f}"}
