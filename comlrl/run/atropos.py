@@ -68,6 +68,13 @@ class AtroposClient:
         with urllib.request.urlopen(req, timeout=REQUEST_TIMEOUT_S) as resp:
             return json.loads(resp.read() or b"null")
 
+    def ping(self) -> None:
+        """GET / (run-api answers its name): a ConfigError naming the URL when nothing answers there."""
+        try:
+            self._call("/")
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            raise _unreachable(self.url, str(getattr(exc, "reason", exc))) from None
+
     def register(self, cfg: RunConfig, start_step: int, checkpoint_dir: str) -> Any:
         """POST /register with the run's numbers; a ConfigError (exit 2) naming the URL when it is not there."""
         a, t = cfg.rollout.atropos, cfg.training
@@ -125,10 +132,7 @@ class AtroposSource:
     def check_reachable(self) -> None:
         """Rank 0 asks the API server's root before anything loads: a ConfigError naming the URL if absent."""
         if self.acc.is_main_process:
-            try:
-                self.client._call("/")
-            except (urllib.error.URLError, OSError, ValueError) as exc:
-                raise _unreachable(self.client.url, str(getattr(exc, "reason", exc))) from None
+            self.client.ping()
 
     def register(self, start_step: int, checkpoint_dir: str) -> None:
         if self.acc.is_main_process:
