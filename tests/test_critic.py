@@ -108,3 +108,60 @@ def test_one_sample_per_node_trains_without_a_sibling_group():
                              "magrpo.num_generations=1", "magrpo.advantage.scale=none"])
     [u], _ = ALGORITHMS["iac"].units([node], cfg, lambda nodes: {"r": [0.4]})
     assert u.advantages == pytest.approx((0.6,)) and u.targets == (1.0,)
+
+
+def test_maac_q_of_a_joint_action_is_the_mean_of_its_agents_heads():
+    """align, G = 2, two agents: samples a0 a1 b0 b1; joint action g holds a_g and b_g."""
+    import torch
+
+    from comlrl.learn.algorithms import Unit, _joint_q
+
+    unit = Unit(tuple(type("S", (), {"agent": a})() for a in (0, 0, 1, 1)))
+    q = torch.tensor([1.0, 2.0, 3.0, 5.0])
+    assert _joint_q(q, unit).tolist() == [2.0, 3.5, 2.0, 3.5]
+
+
+def test_q_critic_td_targets_on_a_two_turn_tree():
+    """Q(s, a) heads: a state's value is the mean Q of the actions sampled there (the learner's
+    state_values), and TD(0) targets bootstrap from it: root Q 0.6, 0.0 (V 0.3); the child's Q 0.8, 0.2
+    (V 0.5). Targets: root r + V(child) = 0.3 + 0.5 = 0.8 and 0.0; child 1.0 and 0.0. Advantages target -
+    V(state): root 0.5, -0.3; child 0.5, -0.5."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from comlrl.learn.learner import Learner
+
+    tree = _two_turn_tree()
+    tree.completions, tree.children[0].completions = [["r0", "r1"]], [["c0", "c1"]]
+    backup_returns(tree, 1.0)
+    q = {"r0": 0.6, "r1": 0.0, "c0": 0.8, "c1": 0.2}
+    policies = SimpleNamespace(module=SimpleNamespace(value_at_action=True),
+                               logprobs_and_values=lambda s: (None, None, torch.tensor([q[x] for x in s])))
+    learner = Learner.__new__(Learner)
+    learner.policies, learner.micro_batch_size = policies, 3
+    learner.accelerator = SimpleNamespace(num_processes=1)
+    values = learner.state_values([tree, tree.children[0]])
+    assert values["r"] == pytest.approx([0.3]) and values["r.0"] == pytest.approx([0.5])
+    cfg = load_config(None, ["task.name=code_single", "magrpo.num_agents=1", "algorithm.name=iac",
+                             "magrpo.num_generations=2", "magrpo.advantage.scale=none", "magrpo.discount=1.0",
+                             "algorithm.critic.gae_lambda=0", "algorithm.critic.kind=q"])
+    units, _ = ALGORITHMS["iac"].units([tree], cfg, learner.state_values)
+    by_node = {u.samples[0]: u for u in units}
+    assert by_node["r0"].targets == pytest.approx((0.8, 0.0)) and by_node["c0"].targets == pytest.approx((1.0, 0.0))
+    assert by_node["r0"].advantages == pytest.approx((0.5, -0.3))
+    assert by_node["c0"].advantages == pytest.approx((0.5, -0.5))
+    policies.module.value_at_action = False  # a V head: one forward per (node, agent), the first completion's
+    assert learner.state_values([tree])["r"] == pytest.approx([0.6])
+
+
+def test_the_q_critic_is_for_the_actor_critic_families_and_maac_in_align_mode():
+    from comlrl.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="algorithm.critic.kind='q' is not allowed.*algorithm.name=magrpo"):
+        load_config(None, ["algorithm.critic.kind=q"])
+    with pytest.raises(ConfigError, match="algorithm.critic.kind='q'.*joint_mode=cross"):
+        load_config(None, ["algorithm.name=maac", "algorithm.critic.kind=q", "magrpo.joint_mode=cross"])
+    with pytest.raises(ConfigError, match="algorithm.critic.kind"):
+        load_config(None, ["algorithm.name=iac", "algorithm.critic.kind=w"])
+    assert load_config(None, ["algorithm.name=maac", "algorithm.critic.kind=q"]).algorithm.critic.kind == "q"

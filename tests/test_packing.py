@@ -33,6 +33,20 @@ def test_shared_row_layout_positions_and_predictors() -> None:
     assert b.tokens == 10
 
 
+def test_action_index_is_each_samples_last_counted_token_where_a_q_head_reads() -> None:
+    """The state after the action: the position of the last completion token that counts (up to its EOS),
+    in its own row; an empty completion's is its prompt's last token."""
+    b = pack([0, 0, 1, 1], [(5, 6, 7), (5, 6, 7), (8,), (9, 9)], [(10, 11), (12, 13, 14), (20,), ()], [2, 2, 1, 0])
+    w = b.input_ids.shape[1]
+    # row 0: 5 6 7 | 10 11 | 12 13 14 (the second sample counts two tokens: its EOS was 13)
+    assert b.action_index.tolist() == [4, 6, w + 1, 2 * w + 1]
+    flat = b.input_ids.reshape(-1)
+    assert flat[b.action_index].tolist() == [11, 13, 20, 9]
+    unshared = pack([0, 0], [(5, 6, 7), (5, 6, 7)], [(10, 11), (12, 13, 14)], [2, 3], share_prefix=False)
+    w = unshared.input_ids.shape[1]
+    assert unshared.action_index.tolist() == [4, w + 5]
+
+
 def test_block_mask_lets_a_completion_see_its_prompt_and_own_past_only() -> None:
     b = pack([0, 0], [(5, 6), (5, 6)], [(10, 11), (12,)], [2, 1])
     allowed = (b.attention[0, 0] == 0).int().tolist()

@@ -133,6 +133,11 @@ def _validate_algorithm(cfg: RunConfig) -> None:
             f"null for algorithm.name={a.name} (its loss has no probability ratio to clip)")
     require(a.dpo.offline_pairs is None or a.name == "madpo", "algorithm.dpo.offline_pairs", a.dpo.offline_pairs,
             "null unless algorithm.name=madpo (offline DPO)")
+    require(a.critic.kind == "v" or algo.critic, "algorithm.critic.kind", a.critic.kind,
+            f"v unless algorithm.name is iac or maac (algorithm.name={a.name} has no critic)")
+    require(a.critic.kind == "v" or a.name != "maac" or JOINT_MODE_ALIASES.get(m.joint_mode, m.joint_mode) == "align",
+            "algorithm.critic.kind", a.critic.kind, "v with magrpo.joint_mode=cross (maac's Q is of the joint actions "
+            "of align mode: the g-th completion of every agent)")
     require(cfg.rollout.atropos.url is None or a.name == "magrpo", "algorithm.name", a.name,
             "magrpo with rollout.atropos.url (an Atropos group is a sibling group of the policy gradient; "
             "the other families need the tree)")

@@ -134,8 +134,12 @@ class CriticConfig:
     value_coef: float = 0.5  # weight of the critic's squared error in the loss
     learning_rate: float | None = None  # of the value heads; null = magrpo.learning_rate
     gae_lambda: float = 1.0  # TD(lambda) targets across turns: 1 = backed-up returns, 0 = r + discount * V(next)
+    # v: V(s), a head on the state (the prompt's end); q: Q(s, a), a head on the state after each agent's
+    # action (its completion's end), V(s) = the mean Q of the actions sampled there (docs/algorithm.md)
+    kind: str = "v"
 
     def check(self) -> None:
+        require(self.kind in ("v", "q"), "algorithm.critic.kind", self.kind, "v (V(s)) or q (Q(s, a))")
         require(self.value_coef >= 0, "algorithm.critic.value_coef", self.value_coef, "a number >= 0")
         require(self.learning_rate is None or self.learning_rate > 0, "algorithm.critic.learning_rate",
                 self.learning_rate, "a number > 0 or null (magrpo.learning_rate)")
@@ -254,7 +258,10 @@ def _actor_critic_loss(joint: bool) -> Callable[[MicroBatch], tuple[torch.Tensor
         assert b.values is not None
         policy, _ = _policy_gradient_loss(b)
         v = b.values
-        if joint:  # per unit (node): the mean over agents of one sample's head output each
+        if joint and b.cfg.algorithm.critic.kind == "q":  # per joint action: the mean of its agents' Q
+            v = torch.cat([_joint_q(v[start:start + len(u.samples)], u) for u, start in
+                           zip(b.units, _starts(b.units), strict=True)])
+        elif joint:  # per unit (node): the mean over agents of one sample's head output each
             parts, start = [], 0
             for u in b.units:
                 firsts = {}
@@ -274,6 +281,32 @@ def _actor_critic_loss(joint: bool) -> Callable[[MicroBatch], tuple[torch.Tensor
             "value/residual_mean": (float((t - vd).sum()), n)}
 
     return loss
+
+
+def _starts(units: list[Unit]) -> list[int]:
+    """Each unit's first row in the micro-batch."""
+    out, start = [], 0
+    for u in units:
+        out.append(start)
+        start += len(u.samples)
+    return out
+
+
+def _joint_q(q: torch.Tensor, unit: Unit) -> torch.Tensor:
+    """maac's Q of each sample's joint action (align mode: the g-th completion of every agent): the mean of
+    the agents' heads at their g-th completions, one linear head over the joint (state, action) scaled by
+    1/N, as the V critic's team value is over the joint state."""
+    import torch
+
+    position: list[int] = []  # each sample's index among its agent's completions (its joint action)
+    seen: dict[int, int] = {}
+    for s in unit.samples:
+        position.append(seen.get(s.agent, 0))
+        seen[s.agent] = position[-1] + 1
+    pos = torch.tensor(position, device=q.device)
+    joint = torch.zeros(int(pos.max()) + 1, dtype=q.dtype, device=q.device).index_add(0, pos, q)
+    counts = torch.bincount(pos).to(q.dtype)
+    return (joint / counts)[pos]
 
 
 def explained_variance(means: dict[str, float]) -> dict[str, float]:

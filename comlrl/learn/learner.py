@@ -61,11 +61,14 @@ class Learner:
 
     @torch.no_grad()
     def state_values(self, nodes: list[Node]) -> dict[str, list[float]]:
-        """Each node's value head outputs, one per agent, at the state the agent acts in (its prompt's end),
-        before the update: one sample per (node, agent) carries the prompt, in micro-batches. Every rank runs
-        the same number of forwards (ZeRO-3 gathers parameters in each)."""
-        rows = [(node.id, a, node.completions[a][0]) for node in nodes for a in range(len(node.completions))]
-        out: dict[str, list[float]] = {node.id: [0.0] * len(node.completions) for node in nodes}
+        """Each node's state value per agent, before the update: a V head's output at the state the agent acts
+        in (its prompt's end; one sample per (node, agent) carries it), or for a Q head (`value_at_action`)
+        the mean of its outputs after each of the agent's sampled actions there. In micro-batches; every rank
+        runs the same number of forwards (ZeRO-3 gathers parameters in each)."""
+        per_action = bool(self.policies.module.value_at_action)
+        rows = [(node.id, a, s) for node in nodes for a in range(len(node.completions))
+                for s in (node.completions[a] if per_action else node.completions[a][:1])]
+        sums: dict[str, list[list[float]]] = {node.id: [[] for _ in node.completions] for node in nodes}
         size = self.micro_batch_size
         chunks = [rows[i:i + size] for i in range(0, len(rows), size)]
         for i in range(max_over_ranks(self.accelerator, max(1, len(chunks)))):
@@ -74,8 +77,8 @@ class Learner:
                 continue  # no nodes on any rank's first chunk: nothing to gather for
             _, _, values = self.policies.logprobs_and_values([s for _, _, s in chunk])
             for (node_id, a, _), v in zip(chunk, values.tolist(), strict=True) if i < len(chunks) else ():
-                out[node_id][a] = float(v)
-        return out
+                sums[node_id][a].append(float(v))
+        return {nid: [sum(v) / len(v) if v else 0.0 for v in per_agent] for nid, per_agent in sums.items()}
 
     @contextmanager
     def accumulating(self, last: bool) -> Iterator[None]:

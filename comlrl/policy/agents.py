@@ -63,8 +63,13 @@ class AgentsModule(nn.Module, ABC):
     def hidden_sizes(self) -> list[int]:
         """The width of each agent's final hidden state (what its value head reads)."""
 
-    def attach_value_heads(self) -> None:
-        """One zero-initialised `Linear(hidden, 1)` per agent, trainable, in float32 on the module's device."""
+    value_at_action = False  # the heads read the state after the action (a Q critic), not the prompt's end (V)
+
+    def attach_value_heads(self, at_action: bool = False) -> None:
+        """One zero-initialised `Linear(hidden, 1)` per agent, trainable, in float32 on the module's device;
+        `at_action`: each reads the hidden state at its sample's last completion token, Q(s, a), instead of
+        the prompt's last, V(s)."""
+        self.value_at_action = at_action
         heads = []
         for width in self.hidden_sizes():
             head = nn.Linear(width, 1)
@@ -191,7 +196,8 @@ class LoraAgentsModule(AgentsModule):
             flat = packed_hidden(self.base, batch)
         lp = self._hidden_logprobs(flat, batch, temperature, reference)
         if values:  # the hidden state predicting a completion's first token is its prompt's last
-            return lp, self.head_values(flat[batch.pred_index[:, 0]], batch.sample_agents)
+            at = batch.action_index if self.value_at_action else batch.pred_index[:, 0]
+            return lp, self.head_values(flat[at], batch.sample_agents)
         return lp
 
     def _hidden_logprobs(self, flat: torch.Tensor, batch: PackedBatch, temperature: float,
@@ -254,7 +260,8 @@ class FullAgentsModule(AgentsModule):
                 values: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         if not values:
             return grouped_logprobs(list(self.models), batch, temperature)
-        lp, states = grouped_logprobs(list(self.models), batch, temperature, states=True)
+        lp, states = grouped_logprobs(list(self.models), batch, temperature, states=True,
+                                      at_action=self.value_at_action)
         return lp, self.head_values(states, batch.sample_agents)
 
     def hidden_sizes(self) -> list[int]:

@@ -49,10 +49,11 @@ def packed_hidden(model: nn.Module, batch: PackedBatch) -> torch.Tensor:
 
 
 def grouped_logprobs(models: Sequence[nn.Module], batch: PackedBatch, temperature: float,
-                     states: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+                     states: bool = False, at_action: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """[S, Lc] log-probs when each agent has its own model: one forward per agent over its rows; with
-    `states`, also each sample's final hidden state at its prompt's last token, as float32 [S, D] (agents
-    of different widths: zero-padded to the widest)."""
+    `states`, also each sample's final hidden state at its prompt's last token (`at_action`: at its action's
+    last token, `PackedBatch.action_index`), as float32 [S, D] (agents of different widths: zero-padded to
+    the widest)."""
     out = batch.targets.new_zeros(batch.targets.shape, dtype=torch.float32)
     ends: list[tuple[torch.Tensor, torch.Tensor]] = []
     width = batch.input_ids.shape[1]
@@ -62,7 +63,7 @@ def grouped_logprobs(models: Sequence[nn.Module], batch: PackedBatch, temperatur
         local[rows] = torch.arange(len(rows), device=rows.device)
         part = PackedBatch(batch.input_ids[rows], batch.position_ids[rows], batch.attention[rows],
                            batch.row_agents[rows], batch.pred_index, batch.targets, batch.mask,
-                           batch.sample_agents, batch.row_lengths[rows])
+                           batch.sample_agents, batch.row_lengths[rows], batch.action_index)
         flat = packed_hidden(models[a], part)
         mine = (batch.sample_agents == a).nonzero().squeeze(1)
         pred = batch.pred_index[mine]
@@ -70,7 +71,8 @@ def grouped_logprobs(models: Sequence[nn.Module], batch: PackedBatch, temperatur
         lp = hidden_to_logprobs(models[a].get_output_embeddings(), flat[pred], batch.targets[mine], temperature)
         out = out.index_put((mine,), lp.to(out.dtype))
         if states:
-            ends.append((mine, flat[pred[:, 0]].float()))
+            at = batch.action_index[mine] if at_action else batch.pred_index[mine][:, 0]
+            ends.append((mine, flat[local[at // width] * width + at % width].float()))
     if not states:
         return out
     widest = max(h.shape[1] for _, h in ends)

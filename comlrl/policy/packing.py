@@ -31,6 +31,8 @@ class PackedBatch:
     mask: [S, Lc] 1 on completion tokens up to and including the first EOS, 0 elsewhere.
     sample_agents: [S] agent per sample, in the order the samples were given.
     row_lengths: [R] real tokens per row.
+    action_index: [S] flat index of the hidden state at each sample's last counted completion token (the
+        state after its action: what a Q head reads); the prompt's last token for an empty completion.
     """
 
     input_ids: torch.Tensor
@@ -42,6 +44,7 @@ class PackedBatch:
     mask: torch.Tensor
     sample_agents: torch.Tensor
     row_lengths: torch.Tensor
+    action_index: torch.Tensor
 
     @property
     def tokens(self) -> int:
@@ -114,13 +117,16 @@ def pack(agents: Sequence[int], prompts: Sequence[Sequence[int]], completions: S
     row_of = {i: k for k, group in enumerate(groups) for i in group}
     comp_width = max(1, max(len(c) for c in completions))
     pred_index = torch.zeros((n, comp_width), dtype=torch.long)
+    action_index = torch.zeros((n,), dtype=torch.long)
     targets = torch.zeros((n, comp_width), dtype=torch.long)
     mask = torch.zeros((n, comp_width), dtype=torch.float32)
     for i in range(n):
         comp, k = list(completions[i]), row_of[i]
+        prompt_end = blocks[k][0] - 1  # the prompt's last token predicts the first completion token
+        counted = min(len(comp), lengths[i])
+        action_index[i] = (starts[i] + counted - 1 if counted else prompt_end) + k * width
         if not comp:
             continue
-        prompt_end = blocks[k][0] - 1  # the prompt's last token predicts the first completion token
         preds = [prompt_end] + list(range(starts[i], starts[i] + len(comp) - 1))
         pred_index[i, :len(comp)] = torch.tensor(preds, dtype=torch.long) + k * width
         targets[i, :len(comp)] = torch.tensor(comp, dtype=torch.long)
@@ -128,7 +134,7 @@ def pack(agents: Sequence[int], prompts: Sequence[Sequence[int]], completions: S
     row_agents = torch.tensor([keys[group[0]][0] for group in groups], dtype=torch.long)
     return PackedBatch(input_ids, position_ids, attention, row_agents, pred_index, targets, mask,
                        torch.tensor([k[0] for k in keys], dtype=torch.long),
-                       torch.tensor([len(row) for row in rows], dtype=torch.long))
+                       torch.tensor([len(row) for row in rows], dtype=torch.long), action_index)
 
 
 def _block_mask(blocks: list[tuple[int, list[tuple[int, int]]]], width: int, dtype: torch.dtype) -> torch.Tensor:

@@ -100,3 +100,17 @@ def test_centralized_config_trains_one_policy_whose_completion_is_split_into_rol
     chat = json.dumps(root["prompts"][0])
     assert "<agent_0>" in chat and "<agent_1>" in chat  # the sections it is asked to write
     assert any(t["turn"] == 2 for t in trees)  # the feedback mode built the team's next chat
+
+
+@pytest.mark.parametrize("algo", ["iac", "maac"])
+def test_a_q_critic_trains_its_heads_on_the_states_after_the_actions(tmp_path, tiny_model, algo):
+    """algorithm.critic.kind=q: zero heads at step 1, a learned Q (its heads read each completion's end) by
+    step 2, and the actor trained on target - mean Q of the sampled actions."""
+    run = tmp_path / algo
+    res = train(["--config", f"configs/{algo}_T1_G8.yaml", *SMALL, "training.steps=2", "algorithm.critic.kind=q",
+                 f"training.output_dir={run}"])
+    assert res.returncode == 0, res.stderr[-4000:]
+    assert_trained(run)
+    steps = [r for r in metrics(run) if r["step"] > 0]
+    assert steps[0]["value/mean"] == 0.0 and steps[1]["value/mean"] != 0.0
+    assert all(math.isfinite(r["value/mse"]) and r["grad_norm"] > 0 for r in steps)
