@@ -108,7 +108,7 @@ def test_the_algorithm_registry_is_the_table_the_config_and_the_update_read():
     from comlrl.learn import algorithms
 
     assert (choices()["algorithm.name"] == tuple(algorithms.ALGORITHMS)
-            == ("magrpo", "centralized", "madpo", "iac", "maac"))
+            == ("magrpo", "centralized", "madpo", "iac", "maac", "marlhf"))
     mine = algorithms.Algorithm(algorithms.ALGORITHMS["magrpo"].units, algorithms.ALGORITHMS["magrpo"].loss)
     register_algorithm("test_pg", mine)
     try:
@@ -154,4 +154,4 @@ def test_an_algorithm_declares_its_own_config_section_checked_where_it_is_define
         ALGORITHMS.table.pop("test_clash", None)
     with pytest.raises(ConfigError, match=r"algorithm.tempered"):  # gone with its algorithm
         load_config(None, ["algorithm.tempered.tau=0.5"])
-    assert [key for key, _ in algorithm_sections()] == ["dpo", "critic"]
+    assert [key for key, _ in algorithm_sections()] == ["dpo", "critic", "marlhf"]

@@ -138,6 +138,8 @@ def _validate_algorithm(cfg: RunConfig) -> None:
     require(a.critic.kind == "v" or a.name != "maac" or JOINT_MODE_ALIASES.get(m.joint_mode, m.joint_mode) == "align",
             "algorithm.critic.kind", a.critic.kind, "v with magrpo.joint_mode=cross (maac's Q is of the joint actions "
             "of align mode: the g-th completion of every agent)")
+    require(a.name != "marlhf" or JOINT_MODE_ALIASES.get(m.joint_mode, m.joint_mode) == "align", "magrpo.joint_mode",
+            m.joint_mode, "align for algorithm.name=marlhf (its reward heads score the joint actions of align mode)")
     require(cfg.rollout.atropos.url is None or a.name == "magrpo", "algorithm.name", a.name,
             "magrpo with rollout.atropos.url (an Atropos group is a sibling group of the policy gradient; "
             "the other families need the tree)")

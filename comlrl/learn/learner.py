@@ -60,15 +60,24 @@ class Learner:
         return self.policies.logprobs_and_values(list(samples), module=self.model)
 
     @torch.no_grad()
+    def action_values(self, nodes: list[Node]) -> dict[str, list[list[float]]]:
+        """Every completion's head output ({node id: [agent][k]}), before the update, in micro-batches; every
+        rank runs the same number of forwards (ZeRO-3 gathers parameters in each)."""
+        return self._head_outputs(nodes, every_completion=True)
+
+    @torch.no_grad()
     def state_values(self, nodes: list[Node]) -> dict[str, list[float]]:
         """Each node's state value per agent, before the update: a V head's output at the state the agent acts
         in (its prompt's end; one sample per (node, agent) carries it), or for a Q head (`value_at_action`)
-        the mean of its outputs after each of the agent's sampled actions there. In micro-batches; every rank
-        runs the same number of forwards (ZeRO-3 gathers parameters in each)."""
+        the mean of its outputs after each of the agent's sampled actions there."""
         per_action = bool(self.policies.module.value_at_action)
+        outs = self._head_outputs(nodes, every_completion=per_action)
+        return {nid: [sum(v) / len(v) if v else 0.0 for v in per_agent] for nid, per_agent in outs.items()}
+
+    def _head_outputs(self, nodes: list[Node], every_completion: bool) -> dict[str, list[list[float]]]:
         rows = [(node.id, a, s) for node in nodes for a in range(len(node.completions))
-                for s in (node.completions[a] if per_action else node.completions[a][:1])]
-        sums: dict[str, list[list[float]]] = {node.id: [[] for _ in node.completions] for node in nodes}
+                for s in (node.completions[a] if every_completion else node.completions[a][:1])]
+        out: dict[str, list[list[float]]] = {node.id: [[] for _ in node.completions] for node in nodes}
         size = self.micro_batch_size
         chunks = [rows[i:i + size] for i in range(0, len(rows), size)]
         for i in range(max_over_ranks(self.accelerator, max(1, len(chunks)))):
@@ -77,8 +86,8 @@ class Learner:
                 continue  # no nodes on any rank's first chunk: nothing to gather for
             _, _, values = self.policies.logprobs_and_values([s for _, _, s in chunk])
             for (node_id, a, _), v in zip(chunk, values.tolist(), strict=True) if i < len(chunks) else ():
-                sums[node_id][a].append(float(v))
-        return {nid: [sum(v) / len(v) if v else 0.0 for v in per_agent] for nid, per_agent in sums.items()}
+                out[node_id][a].append(float(v))
+        return out
 
     @contextmanager
     def accumulating(self, last: bool) -> Iterator[None]:

@@ -60,7 +60,9 @@ def micro_batches(units: list[Unit], size: int) -> list[list[Unit]]:
 
 def train_on_trees(learner: Learner, algorithm: Algorithm, cfg: RunConfig, roots: list[Node]) -> UpdateStats:
     """Turn the trees into one optimizer step (all agents at once), by the run's algorithm."""
-    units, groups = algorithm.units(roots, cfg, learner.state_values if algorithm.critic else None)
+    values = (learner.action_values if algorithm.per_action_values else learner.state_values) \
+        if algorithm.critic else None
+    units, groups = algorithm.units(roots, cfg, values)
     return train_units(learner, algorithm, cfg, units, groups, spare=_any_sample(roots))
 
 

@@ -133,7 +133,7 @@ def build(cfg: RunConfig, for_training: bool = True, log_with: list[Any] | None 
     policies = AgentPolicies(cfg.model, cfg.agents, cfg.magrpo.num_agents,
                              stop_strings=task.stop_strings, head_messages=task.head_messages)
     if algorithm.critic:
-        policies.module.attach_value_heads(at_action=cfg.algorithm.critic.kind == "q")
+        policies.module.attach_value_heads(at_action=algorithm.per_action_values or cfg.algorithm.critic.kind == "q")
     engine = build_engine(cfg.rollout, policies, cfg.training.seed)
     learner = None
     if for_training:

@@ -114,3 +114,20 @@ def test_a_q_critic_trains_its_heads_on_the_states_after_the_actions(tmp_path, t
     steps = [r for r in metrics(run) if r["step"] > 0]
     assert steps[0]["value/mean"] == 0.0 and steps[1]["value/mean"] != 0.0
     assert all(math.isfinite(r["value/mse"]) and r["grad_norm"] > 0 for r in steps)
+
+
+def test_marlhf_config_trains_its_reward_heads_and_logs_both_rewards(tmp_path, tiny_model):
+    """Two steps of the shipped config on the tiny model: the pairs' accuracy (read before each update, on
+    pairs the heads never trained on), the learned reward beside the task's, the heads saved with the run."""
+    run = tmp_path / "marlhf"
+    res = train(["--config", "configs/marlhf_T1_G8.yaml", *SMALL, "training.steps=2", f"training.output_dir={run}"])
+    assert res.returncode == 0, res.stderr[-4000:]
+    steps = [r for r in metrics(run) if r["step"] > 0]
+    # step 1: the zero heads tie every joint action, so only they train; from step 2 the policy does too
+    assert steps[0]["adv_groups_skipped"] == steps[0]["adv_groups"] and all(r["grad_norm"] > 0 for r in steps)
+    assert steps[1]["adv_groups_skipped"] < steps[1]["adv_groups"]
+    assert steps[0]["marlhf/learned_reward"] == 0.0 and steps[1]["marlhf/learned_reward"] != 0.0
+    assert all(0.0 <= r["marlhf/pair_accuracy"] <= 1.0 and r["marlhf/bt_loss"] > 0 and "reward_mean" in r
+               for r in steps)
+    assert steps[0]["marlhf/bt_loss"] == pytest.approx(math.log(2.0))  # zero heads: every margin 0
+    assert (run / "final" / "value_heads.pt").is_file()

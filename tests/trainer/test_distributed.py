@@ -15,14 +15,15 @@ ARGS = ["--config", "configs/align_T2_G4.yaml", *TINY, "training.steps=2"]
 
 # every algorithm family under both launchers, with its own metrics reduced over the ranks
 ALGORITHM_METRIC = {"magrpo": "adv_groups", "madpo": "dpo/accuracy", "iac": "value/explained_variance",
-                    "maac": "value/mse", "centralized": "adv_groups"}
-# centralized: one policy writes both roles (same tree shape: G joint actions per node in align mode)
-ALGORITHM_ARGS = {"centralized": ["magrpo.num_agents=1"]}
+                    "maac": "value/mse", "centralized": "adv_groups", "marlhf": "marlhf/pair_accuracy"}
+# centralized: one policy writes both roles (same tree shape: G joint actions per node in align mode);
+# marlhf: half the task's reward in the policy's, so that the policy trains from step 1 (the heads start at 0)
+ALGORITHM_ARGS = {"centralized": ["magrpo.num_agents=1"], "marlhf": ["algorithm.marlhf.task_weight=0.5"]}
 
 
 # magrpo under DDP with two processes: tests/trainer/test_multinode.py (the same launcher, as two machines)
 # and tests/engines/test_vllm_per_rank.py (CI's 20 minutes)
-@pytest.mark.parametrize("algo", ["madpo", "iac"])
+@pytest.mark.parametrize("algo", ["madpo", "iac", "marlhf"])
 def test_ddp_two_processes(tmp_path, tiny_model, algo):
     run = tmp_path / "ddp"
     res = train([*ARGS, f"algorithm.name={algo}", *ALGORITHM_ARGS.get(algo, []), f"training.output_dir={run}"],
