@@ -229,7 +229,11 @@ class RunWriter:
             for r in records:
                 f.write(json.dumps({k: _clean(v) for k, v in r.items()}) + "\n")
 
-    def close(self) -> None:
-        for tracker in self.accelerator.trackers:  # flushes TensorBoard, syncs or closes the W&B run
-            tracker.finish()
+
+
+def close_trackers(accelerator: Any) -> None:
+    """Finish the accelerator's trackers: flushes TensorBoard (and stops its writer thread), syncs or closes
+    the W&B run."""
+    for tracker in accelerator.trackers:
+        tracker.finish()
 

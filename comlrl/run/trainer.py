@@ -36,7 +36,14 @@ from comlrl.run.checkpoint import (
 from comlrl.run.components import Components, build
 from comlrl.run.evaluation import Evaluator
 from comlrl.run.metrics import StepSums, leaves, mean_root_returns, turn_sums
-from comlrl.run.outputs import RUN_OUTPUTS, RunWriter, check_output_dir, make_trackers, read_eval_records
+from comlrl.run.outputs import (
+    RUN_OUTPUTS,
+    RunWriter,
+    check_output_dir,
+    close_trackers,
+    make_trackers,
+    read_eval_records,
+)
 from comlrl.run.problem_draw import step_problems
 from comlrl.run.report import write_report
 from comlrl.tree.contracts import Problem
@@ -268,11 +275,7 @@ def run(cfg: RunConfig, callbacks: Sequence[TrainerCallback] = ()) -> int:
     calls.state.global_step = start
     if comp.atropos is not None:
         comp.atropos.register(start, str(ckpt_root.resolve()))
-    writer = RunWriter(cfg, acc, resume_step=start) if acc.is_main_process else None
-    bar = None
-    evaluator = Evaluator(comp)
-    if start > 0:
-        evaluator.restore(read_eval_records(out, start))
+    bar, writer = None, None
     finished = start
 
     def agree(asked: bool) -> bool:  # a stop asked for on any rank, on every rank: they leave the loop together
@@ -286,6 +289,12 @@ def run(cfg: RunConfig, callbacks: Sequence[TrainerCallback] = ()) -> int:
 
     redirect = contextlib.ExitStack()
     try:
+        # inside the try: a stop (SIGTERM) while the writer starts the trackers still closes them below, so no
+        # TensorBoard thread writes into a folder the run guard takes back
+        writer = RunWriter(cfg, acc, resume_step=start) if acc.is_main_process else None
+        evaluator = Evaluator(comp)
+        if start > 0:
+            evaluator.restore(read_eval_records(out, start))
         # a bar on a terminal; into a log file (stderr not a terminal) one line per step instead of \r frames
         steps_logged = acc.is_main_process and cfg.logging.progress_bar and not sys.stderr.isatty()
         if acc.is_main_process and cfg.logging.progress_bar and not steps_logged:
@@ -345,8 +354,7 @@ def run(cfg: RunConfig, callbacks: Sequence[TrainerCallback] = ()) -> int:
         if bar:
             bar.close()
         redirect.close()
-        if writer:
-            writer.close()
+        close_trackers(acc)  # the writer's (started in it), also when it was stopped while starting them
         comp.task.close()
         if comp.sandbox is not None:
             comp.sandbox.close()
