@@ -23,6 +23,7 @@ import uuid
 from dataclasses import asdict
 from typing import Any
 
+from comlrl.engines.rollout_server import Refused
 from comlrl.engines.vllm_runner import Sampling
 
 
@@ -137,7 +138,7 @@ class OpenAIFront:
             try:
                 answer = self.server.submit("generate", {"version": version, "agent": agent, "prompts": [ids],
                                                          "sampling": [asdict(sampling)]})
-            except Exception as exc:  # Refused: stale by a push in between (retried), or a real refusal
+            except Refused as exc:  # stale by a push in between: ask again at the new version; else refused
                 if "stale" in str(exc):
                     continue
                 raise

@@ -297,18 +297,23 @@ def _starts(units: list[Unit]) -> list[int]:
     return out
 
 
+def _positions(unit: Unit) -> list[int]:
+    """Each sample's index among its agent's completions in the unit: its joint action in align mode."""
+    out: list[int] = []
+    seen: dict[int, int] = {}
+    for s in unit.samples:
+        out.append(seen.get(s.agent, 0))
+        seen[s.agent] = out[-1] + 1
+    return out
+
+
 def _joint_q(q: torch.Tensor, unit: Unit) -> torch.Tensor:
     """maac's Q of each sample's joint action (align mode: the g-th completion of every agent): the mean of
     the agents' heads at their g-th completions, one linear head over the joint (state, action) scaled by
     1/N, as the V critic's team value is over the joint state."""
     import torch
 
-    position: list[int] = []  # each sample's index among its agent's completions (its joint action)
-    seen: dict[int, int] = {}
-    for s in unit.samples:
-        position.append(seen.get(s.agent, 0))
-        seen[s.agent] = position[-1] + 1
-    pos = torch.tensor(position, device=q.device)
+    pos = torch.tensor(_positions(unit), device=q.device)
     joint = torch.zeros(int(pos.max()) + 1, dtype=q.dtype, device=q.device).index_add(0, pos, q)
     counts = torch.bincount(pos).to(q.dtype)
     return (joint / counts)[pos]
@@ -409,13 +414,9 @@ def _marlhf_loss(b: MicroBatch) -> tuple[torch.Tensor, MetricSums]:
     bt, correct, n_pairs, learned = b.values.new_zeros(()), 0.0, 0.0, []
     for u, start in zip(b.units, _starts(b.units), strict=True):
         per_joint = _joint_q(b.values[start:start + len(u.samples)], u)  # each sample's joint action's reward
-        first = {}
-        position = []
-        seen: dict[int, int] = {}
-        for i, s in enumerate(u.samples):
-            position.append(seen.get(s.agent, 0))
-            seen[s.agent] = position[-1] + 1
-            first.setdefault(position[-1], i)
+        first: dict[int, int] = {}
+        for i, g in enumerate(_positions(u)):
+            first.setdefault(g, i)
         r = torch.stack([per_joint[first[g]] for g in sorted(first)])  # one per joint action (align)
         learned.append(r.detach())
         for wi, lo in u.pairs:

@@ -8,12 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
+from trainer_helpers import chat_sample, summed_logp
 
 from comlrl.config.schema import load_config
 from comlrl.learn.algorithms import joint_rewards
 from comlrl.learn.update import train_on_trees
-from comlrl.policy import Sample
 from comlrl.run import trainer
 from comlrl.tree.nodes import Node, backup_returns
 
@@ -30,23 +29,10 @@ def comp(tmp_path_factory):
     return trainer.build(cfg)
 
 
-def _sample(comp, agent: int, text: str) -> Sample:
-    pol = comp.policies
-    prompt, _ = pol.prompt_ids(agent, [{"role": "user", "content": "Write add(a, b)."}])
-    tok = pol.tokenizers[agent]
-    ids = tuple(tok(text, add_special_tokens=False)["input_ids"]) + (tok.eos_token_id,)
-    return Sample(agent=agent, prompt_ids=tuple(prompt), completion_ids=ids, text=text, finished=True)
-
-
-def _logp(comp, samples: list[Sample]) -> list[float]:
-    with torch.no_grad():
-        logps, mask = comp.policies.token_logprobs(samples, module=comp.trained().model)
-    return (logps * mask).sum(dim=1).tolist()
-
-
 def test_the_reward_heads_learn_the_preference_and_the_policy_follows_them(comp):
     good, bad = "def add(a, b):\n    return a + b\n", "print('hello world')\n"
-    s0, s1 = [_sample(comp, 0, good), _sample(comp, 0, bad)], [_sample(comp, 1, good), _sample(comp, 1, bad)]
+    s0 = [chat_sample(comp, 0, good), chat_sample(comp, 0, bad)]
+    s1 = [chat_sample(comp, 1, good), chat_sample(comp, 1, bad)]
     node = Node(id="r0", turn=1, root=0, messages=[[], []], completions=[s0, s1], joint=[(0, 0), (1, 1)],
                 rewards=[1.0, 0.0])  # the task prefers joint action 0
     backup_returns(node, 1.0)
@@ -56,11 +42,11 @@ def test_the_reward_heads_learn_the_preference_and_the_policy_follows_them(comp)
         return joint_rewards(learner.action_values([node])["r0"], node.joint)
 
     assert learned() == [0.0, 0.0]  # zero-initialised heads
-    before = _logp(comp, s0 + s1)
+    before = summed_logp(comp, s0 + s1)
     out = train_on_trees(learner, comp.algorithm, comp.cfg, [node])
     assert out.groups.skipped == 2  # step 1: the heads tie every joint action, only they train
     assert out.metrics["marlhf/pair_accuracy/n"] == 1.0 and out.metrics["marlhf/pair_accuracy"] == 0.0
-    assert _logp(comp, s0 + s1) == pytest.approx(before, abs=1e-6)  # no policy signal yet: the adapters rest
+    assert summed_logp(comp, s0 + s1) == pytest.approx(before, abs=1e-6)  # no policy signal yet: the adapters rest
     r = learned()
     assert r[0] > r[1], r  # the heads now rank the preferred joint action higher
     for _ in range(3):
@@ -68,7 +54,7 @@ def test_the_reward_heads_learn_the_preference_and_the_policy_follows_them(comp)
         assert out.groups.skipped == 0 and out.metrics["marlhf/pair_accuracy"] == 1.0
     r2 = learned()
     assert r2[0] - r2[1] > r[0] - r[1]  # the margin grew
-    after = _logp(comp, s0 + s1)
+    after = summed_logp(comp, s0 + s1)
     assert after[0] > before[0] + 0.05 and after[2] > before[2] + 0.05, (before, after)  # toward joint action 0
     for good_i, bad_i in ((0, 1), (2, 3)):  # each agent: its preferred completion gained on the other
         assert after[good_i] - after[bad_i] > before[good_i] - before[bad_i] + 0.1, (before, after)

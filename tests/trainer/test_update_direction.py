@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from trainer_helpers import chat_sample, summed_logp
 
 from comlrl.config.schema import load_config
 from comlrl.learn.update import train_on_trees
-from comlrl.policy import Sample, agent_name
+from comlrl.policy import agent_name
 from comlrl.run import trainer
 from comlrl.tree.nodes import Node
 
@@ -33,20 +34,6 @@ def comp(tmp_path_factory):
     return trainer.build(cfg)
 
 
-def _sample(comp, agent: int, text: str) -> Sample:
-    pol = comp.policies
-    prompt, _ = pol.prompt_ids(agent, [{"role": "user", "content": "Write add(a, b)."}])
-    tok = pol.tokenizers[agent]
-    ids = tuple(tok(text, add_special_tokens=False)["input_ids"]) + (tok.eos_token_id,)
-    return Sample(agent=agent, prompt_ids=tuple(prompt), completion_ids=ids, text=text, finished=True)
-
-
-def _logp(comp, samples: list[Sample]) -> list[float]:
-    with torch.no_grad():
-        logps, mask = comp.policies.token_logprobs(samples, module=comp.trained().model)
-    return (logps * mask).sum(dim=1).tolist()
-
-
 def _adapter(comp, agent: int) -> dict[str, torch.Tensor]:
     name = f".{agent_name(agent)}."
     return {n: p.detach().clone() for n, p in comp.policies.module.named_parameters() if name in n}
@@ -54,20 +41,20 @@ def _adapter(comp, agent: int) -> dict[str, torch.Tensor]:
 
 def test_update_follows_the_advantage_sign_per_agent(comp):
     good, bad = "def add(a, b):\n    return a + b\n", "print('hello world')\n"
-    s0 = [_sample(comp, 0, good), _sample(comp, 0, bad)]
-    s1 = [_sample(comp, 1, good), _sample(comp, 1, bad)]
+    s0 = [chat_sample(comp, 0, good), chat_sample(comp, 0, bad)]
+    s1 = [chat_sample(comp, 1, good), chat_sample(comp, 1, bad)]
     # crossed joint actions: agent 0's completion 0 is in the joint actions returning 1, its completion 1 in
     # those returning -1 (advantages +1, -1); each of agent 1's completions is in one of each (tied: no signal)
     node = Node(id="r0", turn=1, root=0, messages=[[], []], completions=[s0, s1],
                 joint=[(0, 0), (0, 1), (1, 0), (1, 1)], returns=[1.0, 1.0, -1.0, -1.0])
-    before0, before1 = _logp(comp, s0), _logp(comp, s1)
+    before0, before1 = summed_logp(comp, s0), summed_logp(comp, s1)
     adapter1 = _adapter(comp, 1)
     assert adapter1, "agent 1's adapter parameters were not found by name"
     for _ in range(3):
         out = train_on_trees(comp.trained(), comp.algorithm, comp.cfg, [node])
         assert out.samples == 2.0 and torch.isfinite(torch.tensor(out.loss))
         assert node.advantages[0] == pytest.approx([1.0, -1.0], abs=1e-5) and node.advantages[1] is None
-    after0, after1 = _logp(comp, s0), _logp(comp, s1)
+    after0, after1 = summed_logp(comp, s0), summed_logp(comp, s1)
     assert after0[0] > before0[0] + 0.05, (before0, after0)  # the +1 completion became likelier
     assert after0[1] < before0[1] - 0.05, (before0, after0)  # the -1 completion less likely
     assert after1 == pytest.approx(before1, abs=1e-6)
@@ -88,11 +75,11 @@ def dpo_comp(tmp_path_factory):
 def test_dpo_update_raises_the_preferred_sibling_against_the_reference(dpo_comp):
     comp = dpo_comp
     good, bad = "def add(a, b):\n    return a + b\n", "print('hello world')\n"
-    s0 = [_sample(comp, 0, good), _sample(comp, 0, bad)]
-    s1 = [_sample(comp, 1, good), _sample(comp, 1, bad)]
+    s0 = [chat_sample(comp, 0, good), chat_sample(comp, 0, bad)]
+    s1 = [chat_sample(comp, 1, good), chat_sample(comp, 1, bad)]
     node = Node(id="r0", turn=1, root=0, messages=[[], []], completions=[s0, s1],
                 joint=[(0, 0), (0, 1), (1, 0), (1, 1)], returns=[1.0, 1.0, -1.0, -1.0])  # agent 1 tied: no pair
-    before0, before1 = _logp(comp, s0), _logp(comp, s1)
+    before0, before1 = summed_logp(comp, s0), summed_logp(comp, s1)
     adapter1 = _adapter(comp, 1)
     first = train_on_trees(comp.trained(), comp.algorithm, comp.cfg, [node])
     # one pair (agent 0: completion 0 over 1); at the start the policy is the reference: margin 0, loss log 2
@@ -101,7 +88,7 @@ def test_dpo_update_raises_the_preferred_sibling_against_the_reference(dpo_comp)
     assert first.metrics["dpo/loss"] == pytest.approx(0.693147, abs=1e-5)
     for _ in range(2):
         out = train_on_trees(comp.trained(), comp.algorithm, comp.cfg, [node])
-    after0, after1 = _logp(comp, s0), _logp(comp, s1)
+    after0, after1 = summed_logp(comp, s0), summed_logp(comp, s1)
     assert (after0[0] - after0[1]) > (before0[0] - before0[1]) + 0.1, (before0, after0)
     assert out.metrics["dpo/margin"] > 0.1 and out.metrics["dpo/accuracy"] == 1.0
     assert after1 == pytest.approx(before1, abs=1e-6)
@@ -123,9 +110,9 @@ def _critic_comp(tmp_path_factory, algo: str, mode: str = "lora"):
 def test_actor_critic_update_follows_the_critics_advantage_and_fits_the_targets(tmp_path_factory, algo, mode):
     comp = _critic_comp(tmp_path_factory, algo, mode)
     good, bad = "def add(a, b):\n    return a + b\n", "print('hello world')\n"
-    s0 = [_sample(comp, 0, good), _sample(comp, 0, bad)]
-    s1 = [_sample(comp, 1, good), _sample(comp, 1, bad)]
-    before0, before1 = _logp(comp, s0), _logp(comp, s1)
+    s0 = [chat_sample(comp, 0, good), chat_sample(comp, 0, bad)]
+    s1 = [chat_sample(comp, 1, good), chat_sample(comp, 1, bad)]
+    before0, before1 = summed_logp(comp, s0), summed_logp(comp, s1)
     mse = []
     for _ in range(4):  # the same node each time: fixed targets [1, 0] for both agents
         node = Node(id="r0", turn=1, root=0, messages=[[], []], completions=[s0, s1], joint=[(0, 0), (1, 1)],
@@ -134,7 +121,7 @@ def test_actor_critic_update_follows_the_critics_advantage_and_fits_the_targets(
         mse.append(out.metrics["value/mse"] / out.metrics["value/mse/n"])
     # the heads start at 0: squared error 0.5 per sample; the best constant value 0.5 leaves 0.25
     assert mse[0] == pytest.approx(0.5) and min(mse[1:]) < 0.4, mse
-    after0, after1 = _logp(comp, s0), _logp(comp, s1)
+    after0, after1 = summed_logp(comp, s0), summed_logp(comp, s1)
     for before, after in ((before0, after0), (before1, after1)):
         assert after[0] - after[1] > before[0] - before[1] + 0.1, (before, after)  # target 1 over target 0
 
@@ -166,13 +153,13 @@ def test_centralized_update_raises_the_team_completion_whose_parts_scored_higher
     good = ("<agent_0>\ndef aux(a, b):\n    return a + b\n</agent_0>\n"
             "<agent_1>\ndef add(a, b):\n    return aux(a, b)\n</agent_1>")
     bad = "<agent_0>\nprint('hi')\n</agent_0>"
-    team = [_sample(comp, 0, good), _sample(comp, 0, bad)]
-    before = _logp(comp, team)
+    team = [chat_sample(comp, 0, good), chat_sample(comp, 0, bad)]
+    before = summed_logp(comp, team)
     for _ in range(3):
         node = Node(id="r0", turn=1, root=0, messages=[[]], completions=[team], joint=[(0,), (1,)],
                     returns=[1.0, 0.0])
         train_on_trees(comp.trained(), comp.algorithm, comp.cfg, [node])
-    after = _logp(comp, team)
+    after = summed_logp(comp, team)
     assert after[0] - after[1] > before[0] - before[1] + 0.1, (before, after)
 
 
@@ -184,8 +171,8 @@ def test_maac_team_value_moves_as_fast_as_an_iac_value(tmp_path_factory):
     moved = {}
     for algo in ("iac", "maac"):
         comp = _critic_comp(tmp_path_factory, algo)
-        s0 = [_sample(comp, 0, good), _sample(comp, 0, bad)]
-        s1 = [_sample(comp, 1, good), _sample(comp, 1, bad)]
+        s0 = [chat_sample(comp, 0, good), chat_sample(comp, 0, bad)]
+        s1 = [chat_sample(comp, 1, good), chat_sample(comp, 1, bad)]
         means = []
         for _ in range(2):
             node = Node(id="r0", turn=1, root=0, messages=[[], []], completions=[s0, s1], joint=[(0, 0), (1, 1)],

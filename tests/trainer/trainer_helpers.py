@@ -99,3 +99,23 @@ def check_world_of_two(run_dir: Path, steps: int = 2, agents: int = 2) -> None:
     assert set(roots) == {"s1r0", "s1r1"}  # rank 1's trees reach rank 0's file
     assert roots["s1r0"]["prompts"][-1] != roots["s1r1"]["prompts"][-1]  # ranks expand different problems
     assert_trained(run_dir, agents)  # both ranks' samples gave gradients; the synced adapters moved
+
+
+def chat_sample(comp, agent: int, text: str):
+    """`text` (then EOS) as `agent`'s completion of one fixed chat prompt, for the update-direction tests."""
+    from comlrl.policy import Sample
+
+    pol = comp.policies
+    prompt, _ = pol.prompt_ids(agent, [{"role": "user", "content": "Write add(a, b)."}])
+    tok = pol.tokenizers[agent]
+    ids = tuple(tok(text, add_special_tokens=False)["input_ids"]) + (tok.eos_token_id,)
+    return Sample(agent=agent, prompt_ids=tuple(prompt), completion_ids=ids, text=text, finished=True)
+
+
+def summed_logp(comp, samples: list) -> list[float]:
+    """Each sample's completion log-probability under the trained model now."""
+    import torch
+
+    with torch.no_grad():
+        logps, mask = comp.policies.token_logprobs(samples, module=comp.trained().model)
+    return (logps * mask).sum(dim=1).tolist()

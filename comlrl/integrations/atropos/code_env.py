@@ -21,26 +21,22 @@ Ollama's native /api/chat (with its per-token log-probs) instead of an OpenAI ro
 from __future__ import annotations
 
 import asyncio
-import atexit
 import json
 import time
 from typing import Any
 
-from atroposlib.envs.base import BaseEnv, ScoredDataGroup
+from atroposlib.envs.base import ScoredDataGroup
 from pydantic import Field, field_validator
 
 from comlrl.integrations.atropos.common import (
-    ProblemCycle,
+    ProblemEnv,
     ProblemEnvConfig,
-    SentStats,
     build_group,
     choice_logprobs,
     exact_group,
     in_thread,
-    load_split,
     mean,
     offline_defaults,
-    pick_server_cls,
 )
 from comlrl.tasks import build_task
 from comlrl.tasks.base import Problem
@@ -64,18 +60,12 @@ class CodeEnvConfig(ProblemEnvConfig):
         return value
 
 
-class CodeEnv(BaseEnv):
+class CodeEnv(ProblemEnv):
     """code_single: one completion per sample, scored by the project's code reward in its sandbox."""
 
     name = "comlrl_code"
     env_config_cls = CodeEnvConfig
-
-    def __init__(self, config: CodeEnvConfig, server_configs: Any, slurm: bool = False, testing: bool = False) -> None:
-        self.server_cls = pick_server_cls(config, type(self).server_cls)  # read by BaseEnv.__init__
-        super().__init__(config, server_configs, slurm, testing)
-        self.config: CodeEnvConfig = config
-        self.stats = SentStats()  # pass rate and scores of the groups Atropos accepts
-        self.eval_metrics: dict[str, float] = {}
+    config: CodeEnvConfig
 
     @classmethod
     def config_init(cls) -> tuple[CodeEnvConfig, Any]:
@@ -84,18 +74,10 @@ class CodeEnv(BaseEnv):
 
     async def setup(self) -> None:
         """The problems (train / held-out split), the sandbox and the task that scores."""
-        from sandbox.executor import Sandbox
-
-        self.train, self.held_out = load_split(self.config)
-        self.items = ProblemCycle(self.train, self.config.seed)
-        self.sandbox = Sandbox(workers=self.config.sandbox_workers, timeout_s=self.config.sandbox_timeout_s)
-        atexit.register(self.sandbox.close)
+        self.start_problems()
         # the task as comlrl-train builds it: its reward rule plus the reward functions' terms
         self.task = build_task(TaskConfig(name="code_single", reward=self.config.reward,
                                           reward_funcs=list(self.config.reward_funcs)), self.sandbox)
-
-    async def get_next_item(self) -> Problem:
-        return self.items.next()
 
     def prompt(self, problem: Problem) -> list[dict[str, str]]:
         """The task's own first turn (system prompt, problem, what to write)."""
@@ -141,11 +123,6 @@ class CodeEnv(BaseEnv):
         self.stats.file(out, pass_rate=[float(r.all_passed) for r in rewards], mean_score=[r.total for r in rewards])
         return out, []
 
-    async def add_rollouts_for_wandb(self, scored_data: Any, item: Any = None) -> None:
-        """Atropos calls this once per group it accepts: that group's figures count."""
-        self.stats.accept(scored_data)
-        await super().add_rollouts_for_wandb(scored_data, item)
-
     async def evaluate(self, *args: Any, **kwargs: Any) -> dict[str, float]:
         """Held-out pass rate: `eval_samples` completions per held-out problem at `eval_temperature` (0: greedy)."""
         start = time.time()
@@ -166,12 +143,6 @@ class CodeEnv(BaseEnv):
                                 generation_parameters={"temperature": self.config.eval_temperature, "n": n,
                                                        "max_tokens": self.config.max_tokens})
         return self.eval_metrics
-
-    async def wandb_log(self, wandb_metrics: dict | None = None) -> None:
-        """The env's numbers (pass rate and mean score of the groups built since the last log), then Atropos's."""
-        metrics = {**(wandb_metrics or {}), **self.stats.take(), **self.eval_metrics}
-        self.last_logged, self.eval_metrics = metrics, {}
-        await super().wandb_log(metrics)
 
 
 if __name__ == "__main__":

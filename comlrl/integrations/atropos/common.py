@@ -10,11 +10,12 @@ log-probs from the server are attached only where they line up one to one with t
 from __future__ import annotations
 
 import asyncio
+import atexit
 import random
 from collections.abc import Sequence
 from typing import Any
 
-from atroposlib.envs.base import BaseEnvConfig
+from atroposlib.envs.base import BaseEnv, BaseEnvConfig
 from atroposlib.envs.server_handling.server_baseline import APIServerConfig
 from atroposlib.utils.tokenize_for_trainer import tokenize_for_trainer
 from pydantic import Field
@@ -220,3 +221,40 @@ class SentStats:
 
 def mean(values: Sequence[float]) -> float:
     return float(sum(values) / len(values)) if values else 0.0
+
+
+class ProblemEnv(BaseEnv):
+    """What the project's environments share: the server class the config picks, the problems in a seeded
+    cycle, the sandbox, and the figures of the groups Atropos accepts (`wandb_log` adds them to Atropos's)."""
+
+    def __init__(self, config: ProblemEnvConfig, server_configs: Any, slurm: bool = False,
+                 testing: bool = False) -> None:
+        self.server_cls = pick_server_cls(config, type(self).server_cls)  # read by BaseEnv.__init__
+        super().__init__(config, server_configs, slurm, testing)
+        self.stats = SentStats()  # figures of the groups Atropos accepts
+        self.eval_metrics: dict[str, float] = {}
+
+    def start_problems(self) -> None:
+        """The train / held-out split (the project's), the training problems' cycle and the sandbox."""
+        from sandbox.executor import Sandbox
+
+        cfg = self.config
+        self.train, self.held_out = load_split(cfg)
+        self.items = ProblemCycle(self.train, cfg.seed)
+        self.sandbox = Sandbox(workers=cfg.sandbox_workers, timeout_s=cfg.sandbox_timeout_s)
+        atexit.register(self.sandbox.close)
+
+    async def get_next_item(self) -> Problem:
+        return self.items.next()
+
+    async def add_rollouts_for_wandb(self, scored_data: Any, item: Any = None) -> None:
+        """Atropos calls this once per group it accepts: that group's figures count."""
+        self.stats.accept(scored_data)
+        await super().add_rollouts_for_wandb(scored_data, item)
+
+    async def wandb_log(self, wandb_metrics: dict | None = None) -> None:
+        """The env's numbers (its accepted groups' figures since the last log, the last evaluation's), then
+        Atropos's."""
+        metrics = {**(wandb_metrics or {}), **self.stats.take(), **self.eval_metrics}
+        self.last_logged, self.eval_metrics = metrics, {}
+        await super().wandb_log(metrics)

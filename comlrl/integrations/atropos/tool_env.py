@@ -25,25 +25,21 @@ so the range is a round's, [-fake_response_penalty, 1 + 1.5 x format_weight] ([-
 from __future__ import annotations
 
 import asyncio
-import atexit
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from atroposlib.envs.base import BaseEnv, ScoredDataGroup
+from atroposlib.envs.base import ScoredDataGroup
 from pydantic import Field
 
 from comlrl.integrations.atropos.common import (
-    ProblemCycle,
+    ProblemEnv,
     ProblemEnvConfig,
-    SentStats,
     build_group,
     choice_logprobs,
     in_thread,
-    load_split,
     mean,
     offline_defaults,
-    pick_server_cls,
 )
 from comlrl.llm import ChatResult, Messages
 from comlrl.tasks.base import Problem
@@ -116,18 +112,12 @@ class AtroposBackend(ChatBackend):
         return asyncio.run_coroutine_threadsafe(self._all(conversations, stop), self.loop).result()
 
 
-class ToolAgentEnv(BaseEnv):
+class ToolAgentEnv(ProblemEnv):
     """The tool agent: G multi-round episodes per problem, every assistant turn trained."""
 
     name = "comlrl_tool_agent"
     env_config_cls = ToolEnvConfig
-
-    def __init__(self, config: ToolEnvConfig, server_configs: Any, slurm: bool = False, testing: bool = False) -> None:
-        self.server_cls = pick_server_cls(config, type(self).server_cls)  # read by BaseEnv.__init__
-        super().__init__(config, server_configs, slurm, testing)
-        self.config: ToolEnvConfig = config
-        self.stats = SentStats()
-        self.eval_metrics: dict[str, float] = {}
+    config: ToolEnvConfig
 
     @classmethod
     def config_init(cls) -> tuple[ToolEnvConfig, Any]:
@@ -136,22 +126,14 @@ class ToolAgentEnv(BaseEnv):
 
     async def setup(self) -> None:
         """Problems, the sandbox, and the tool environment with the data set's edge tests (as the task loads them)."""
-        from sandbox.executor import Sandbox
-
         cfg = self.config
-        self.train, self.held_out = load_split(cfg)
-        self.items = ProblemCycle(self.train, cfg.seed)
-        self.sandbox = Sandbox(workers=cfg.sandbox_workers, timeout_s=cfg.sandbox_timeout_s)
-        atexit.register(self.sandbox.close)
+        self.start_problems()
         self.tool_env = ToolEnvironment(self.sandbox, doctests=cfg.doctests)
         path = easy_path() if cfg.dataset == "easy" else cfg.dataset_path
         if cfg.dataset in ("easy", "jsonl") and path:
             self.tool_env.add_edge_tests(record_edge_tests(path))
         self.settings = EpisodeSettings(cfg.format_weight, cfg.fake_response_penalty, cfg.max_output_chars,
                                         cfg.show_failed, cfg.hints)
-
-    async def get_next_item(self) -> Problem:
-        return self.items.next()
 
     async def episodes(self, problems: Sequence[Problem], *, temperature: float, split: str) -> list[Episode]:
         """One episode per problem, by the project's loop, in a worker thread (it blocks on the sandbox)."""
@@ -177,11 +159,6 @@ class ToolAgentEnv(BaseEnv):
                         well_formed=[float(m["well_formed"]) for m in metrics])
         return out, []
 
-    async def add_rollouts_for_wandb(self, scored_data: Any, item: Any = None) -> None:
-        """Atropos calls this once per group it accepts: that group's figures count."""
-        self.stats.accept(scored_data)
-        await super().add_rollouts_for_wandb(scored_data, item)
-
     async def evaluate(self, *args: Any, **kwargs: Any) -> dict[str, float]:
         """Held-out success rate (the final code passes every test), `eval_samples` episodes per problem."""
         start = time.time()
@@ -199,12 +176,6 @@ class ToolAgentEnv(BaseEnv):
                                                        "max_tokens": self.config.max_tokens,
                                                        "max_rounds": self.config.max_rounds})
         return self.eval_metrics
-
-    async def wandb_log(self, wandb_metrics: dict | None = None) -> None:
-        """The env's numbers (pass rate, score, rounds, calls, well-formed share of accepted groups), then Atropos's."""
-        metrics = {**(wandb_metrics or {}), **self.stats.take(), **self.eval_metrics}
-        self.last_logged, self.eval_metrics = metrics, {}
-        await super().wandb_log(metrics)
 
 
 if __name__ == "__main__":
