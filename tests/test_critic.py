@@ -114,11 +114,11 @@ def test_maac_q_of_a_joint_action_is_the_mean_of_its_agents_heads():
     """align, G = 2, two agents: samples a0 a1 b0 b1; joint action g holds a_g and b_g."""
     import torch
 
-    from comlrl.learn.algorithms import Unit, _joint_q
+    from comlrl.learn.units import Unit, joint_mean
 
     unit = Unit(tuple(type("S", (), {"agent": a})() for a in (0, 0, 1, 1)))
     q = torch.tensor([1.0, 2.0, 3.0, 5.0])
-    assert _joint_q(q, unit).tolist() == [2.0, 3.5, 2.0, 3.5]
+    assert joint_mean(q, unit).tolist() == [2.0, 3.5, 2.0, 3.5]
 
 
 def test_q_critic_td_targets_on_a_two_turn_tree():

@@ -9,7 +9,9 @@ import pytest
 import torch
 
 from comlrl.config.schema import load_config
-from comlrl.learn.algorithms import ALGORITHMS, MicroBatch, StepSize, joint_rewards, mixed_returns
+from comlrl.learn.algorithms import ALGORITHMS
+from comlrl.learn.marlhf import joint_rewards, mixed_returns
+from comlrl.learn.units import MicroBatch, StepSize
 from comlrl.tree.nodes import Node, backup_returns
 
 

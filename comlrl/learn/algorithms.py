@@ -14,6 +14,10 @@ to it). The math lives in the pure modules: advantages (`comlrl.learn.advantages
   (the base with adapters off).
 - `iac`: actor-critic, a value head per agent on its own view of the state; `maac`: one critic of the
   team's joint state. Advantage = value target - V(state); works with one sample per node (G = 1).
+- `marlhf`: a learned joint reward, then MAGRPO on it (`comlrl.learn.marlhf`).
+
+The interface (`Algorithm`, `Unit`, `MicroBatch`, `StepSize`) and the shared policy-gradient loss live in
+`comlrl.learn.units`; they are importable from here too, where plugins have always found them.
 """
 
 from __future__ import annotations
@@ -27,89 +31,24 @@ from typing import TYPE_CHECKING
 from comlrl.errors import require
 from comlrl.learn.advantages import AdvantageStats, assign_advantages
 from comlrl.learn.critic import completion_targets, lambda_returns, whiten
+from comlrl.learn.marlhf import MarlhfConfig, marlhf_loss, marlhf_units
 from comlrl.learn.preference import tree_pairs
+from comlrl.learn.units import (
+    Algorithm,
+    MetricSums,
+    MicroBatch,
+    StateValues,
+    Unit,
+    joint_mean,
+    policy_gradient_loss,
+    unit_starts,
+)
 from comlrl.tree.nodes import Node
 
 if TYPE_CHECKING:
     import torch
 
     from comlrl.config.schema import RunConfig
-    from comlrl.policy.sample import Sample
-
-
-@dataclass(frozen=True)
-class Unit:
-    """What one term of the loss reads: its completions and numbers (which ones, the algorithm says)."""
-
-    samples: tuple[Sample, ...]  # one completion, a (chosen, rejected) pair, or a node's completions
-    advantages: tuple[float, ...] = ()  # per sample, its advantage (policy gradient)
-    targets: tuple[float, ...] = ()  # per sample, the value target of its state (actor-critic)
-    pairs: tuple[tuple[int, int], ...] = ()  # (preferred, other) joint actions of a node's samples (marlhf)
-
-
-@dataclass(frozen=True)
-class StepSize:
-    """What a whole step divides by, so micro-batch losses add up to the step's loss."""
-
-    tokens: float  # completion tokens of every sample in the step (>= 1)
-    sequences: float  # samples in the step (>= 1)
-    units: float  # units in the step (>= 1)
-    policy: float  # the policy-gradient normaliser of magrpo.loss.aggregation
-
-
-@dataclass
-class MicroBatch:
-    """One micro-batch's inputs to an algorithm's loss; tensor rows follow `samples` (units in order)."""
-
-    cfg: RunConfig
-    units: list[Unit]
-    logps: torch.Tensor  # [S, L] log-probs of the completion tokens under the policy
-    mask: torch.Tensor  # [S, L] 1 on completion tokens
-    step: StepSize
-    ref_logps: torch.Tensor | None = None  # under the reference policy (needs_reference or magrpo.loss.kl_coef)
-    old_logps: torch.Tensor | None = None  # before the step's first epoch (PPO ratio)
-    is_weights: torch.Tensor | None = None  # truncated importance weights against the rollout engine
-    values: torch.Tensor | None = None  # [S] each sample's value head output at its prompt's end (critic)
-
-    @property
-    def samples(self) -> list[Sample]:
-        return [s for u in self.units for s in u.samples]
-
-
-# a loss's metric sums: name -> (sum, count); the step logs sum / count per name (over micro-batches and ranks)
-MetricSums = dict[str, tuple[float, float]]
-# the heads' outputs before the update: node id -> per agent, its state's value (a critic), or every
-# completion's head output when the algorithm asks for them (`per_action_values`: [agent][k])
-StateValues = Callable[[list[Node]], dict[str, list]]
-
-
-@dataclass(frozen=True)
-class Algorithm:
-    """A training signal and a loss on the tree rollout.
-
-    `units(roots, cfg, values)` turns a step's trees (returns backed up) into loss units and the count of
-    sibling groups with and without a signal (`values`: the critic's state values before the update, when
-    `critic`); `loss(batch)` is one micro-batch's share of the step's loss and its metric sums (names
-    declared in `metrics`, so every rank reports the same ones); `derived(means)` adds metrics computed
-    from the step's means. `needs_reference`: the loss reads the reference policy's log-probs;
-    `on_policy`: PPO clipping and importance weights against the rollout engine apply (a preference loss
-    has no ratio); `critic`: the agents carry value heads (`AgentsModule.attach_value_heads`);
-    `centralized`: the task's roles are written by one policy in one completion and split for scoring."""
-
-    units: Callable[[Sequence[Node], RunConfig, StateValues | None], tuple[list[Unit], AdvantageStats]]
-    loss: Callable[[MicroBatch], tuple[torch.Tensor, MetricSums]]
-    metrics: tuple[str, ...] = ()
-    derived: Callable[[dict[str, float]], dict[str, float]] | None = None
-    needs_reference: bool = False
-    on_policy: bool = True
-    critic: bool = False
-    centralized: bool = False  # one policy writes every role's part (comlrl/tasks/centralized.py)
-    min_generations: int = 2  # siblings per group the signal needs
-    # the agents' heads read each completion's end (a Q critic, a reward model), and `units` gets every
-    # completion's head output ({node id: [agent][k]}) instead of each state's value
-    per_action_values: bool = False
-    # (key, dataclass) of its options: the config section `algorithm.<key>.*` (with a `check()`), or None
-    options: tuple[str, type] | None = None
 
 
 @dataclass
@@ -162,18 +101,6 @@ def _advantage_units(roots: Sequence[Node], cfg: RunConfig, values: StateValues 
              for root in roots for node in root.walk() for a, adv in enumerate(node.advantages) if adv is not None
              for k in range(len(adv))]
     return units, stats
-
-
-def _policy_gradient_loss(b: MicroBatch) -> tuple[torch.Tensor, MetricSums]:
-    import torch
-
-    from comlrl.learn.loss import aggregate, per_token_loss
-
-    lc = b.cfg.magrpo.loss
-    adv = torch.tensor([x for u in b.units for x in u.advantages], dtype=b.logps.dtype, device=b.logps.device)
-    tok = per_token_loss(b.logps, adv, old_logps=b.old_logps, ref_logps=b.ref_logps, clip_eps=lc.clip_eps,
-                         kl_coef=lc.kl_coef, is_weights=b.is_weights)
-    return aggregate(tok, b.mask, lc.aggregation, b.step.policy), {}
 
 
 # ---- madpo: DPO on sibling pairs -----------------------------------------------------------------------
@@ -261,11 +188,11 @@ def _actor_critic_loss(joint: bool) -> Callable[[MicroBatch], tuple[torch.Tensor
         import torch
 
         assert b.values is not None
-        policy, _ = _policy_gradient_loss(b)
+        policy, _ = policy_gradient_loss(b)
         v = b.values
         if joint and b.cfg.algorithm.critic.kind == "q":  # per joint action: the mean of its agents' Q
-            v = torch.cat([_joint_q(v[start:start + len(u.samples)], u) for u, start in
-                           zip(b.units, _starts(b.units), strict=True)])
+            v = torch.cat([joint_mean(v[start:start + len(u.samples)], u) for u, start in
+                           zip(b.units, unit_starts(b.units), strict=True)])
         elif joint:  # per unit (node): the mean over agents of one sample's head output each
             parts, start = [], 0
             for u in b.units:
@@ -288,37 +215,6 @@ def _actor_critic_loss(joint: bool) -> Callable[[MicroBatch], tuple[torch.Tensor
     return loss
 
 
-def _starts(units: list[Unit]) -> list[int]:
-    """Each unit's first row in the micro-batch."""
-    out, start = [], 0
-    for u in units:
-        out.append(start)
-        start += len(u.samples)
-    return out
-
-
-def _positions(unit: Unit) -> list[int]:
-    """Each sample's index among its agent's completions in the unit: its joint action in align mode."""
-    out: list[int] = []
-    seen: dict[int, int] = {}
-    for s in unit.samples:
-        out.append(seen.get(s.agent, 0))
-        seen[s.agent] = out[-1] + 1
-    return out
-
-
-def _joint_q(q: torch.Tensor, unit: Unit) -> torch.Tensor:
-    """maac's Q of each sample's joint action (align mode: the g-th completion of every agent): the mean of
-    the agents' heads at their g-th completions, one linear head over the joint (state, action) scaled by
-    1/N, as the V critic's team value is over the joint state."""
-    import torch
-
-    pos = torch.tensor(_positions(unit), device=q.device)
-    joint = torch.zeros(int(pos.max()) + 1, dtype=q.dtype, device=q.device).index_add(0, pos, q)
-    counts = torch.bincount(pos).to(q.dtype)
-    return (joint / counts)[pos]
-
-
 def explained_variance(means: dict[str, float]) -> dict[str, float]:
     """1 - Var(target - value) / Var(target) over the step's samples, from the step's means (1: the
     critic predicts every target; 0: no better than their mean; NaN when the targets do not vary)."""
@@ -327,116 +223,13 @@ def explained_variance(means: dict[str, float]) -> dict[str, float]:
     return {"value/explained_variance": 1.0 - var_r / var_t if var_t > 1e-12 else float("nan")}
 
 
-# ---- marlhf: a learned joint reward (Bradley-Terry on sibling joint actions), then MAGRPO on it ------------
-
-@dataclass
-class MarlhfConfig:
-    """marlhf: the reward heads' preference loss and how the policy's reward mixes the learned one with the
-    task's (docs/algorithm.md)."""
-
-    rm_coef: float = 1.0  # weight of the reward heads' Bradley-Terry loss beside the policy's
-    task_weight: float = 0.0  # the policy's reward: task_weight * task + (1 - task_weight) * learned
-    pairs_per_node: int | None = 2  # preference pairs of a node's joint actions (largest task-return gaps)
-    min_gap: float = 1e-6  # task-return gap (raw reward units) a pair needs
-
-    def check(self) -> None:
-        require(self.rm_coef > 0, "algorithm.marlhf.rm_coef", self.rm_coef, "a number > 0")
-        require(0.0 <= self.task_weight <= 1.0, "algorithm.marlhf.task_weight", self.task_weight, "a number in [0, 1]")
-        require(self.pairs_per_node is None or self.pairs_per_node >= 1, "algorithm.marlhf.pairs_per_node",
-                self.pairs_per_node, "an integer >= 1 or null (every pair)")
-        require(self.min_gap > 0, "algorithm.marlhf.min_gap", self.min_gap, "a number > 0")
-
-
-def joint_rewards(heads: Sequence[Sequence[float]], joint: Sequence[tuple[int, ...]]) -> list[float]:
-    """The learned reward of each joint action: the mean of its agents' heads at their completions' ends
-    (one linear head over the joint state and action, scaled by 1/N)."""
-    return [sum(heads[a][k] for a, k in enumerate(action)) / len(action) for action in joint]
-
-
-def mixed_returns(node: Node, reward_of: Callable[[Node], list[float]], discount: float) -> dict[str, list[float]]:
-    """Backed-up returns of `node`'s tree under other rewards (`reward_of(node)`, one per joint action)."""
-    out: dict[str, list[float]] = {}
-
-    def visit(n: Node) -> list[float]:
-        rets = []
-        for j, r in enumerate(reward_of(n)):
-            child = n.children.get(j)
-            below = visit(child) if child is not None else None
-            rets.append(float(r) + (discount * sum(below) / len(below) if below else 0.0))
-        out[n.id] = rets
-        return rets
-
-    visit(node)
-    return out
-
-
-def _marlhf_units(roots: Sequence[Node], cfg: RunConfig, values: StateValues | None
-                  ) -> tuple[list[Unit], AdvantageStats]:
-    """One unit per node: its completions (agent-major) with MAGRPO advantages of the mixed reward, and the
-    node's preference pairs of joint actions by task return (largest gaps first), which the reward heads
-    learn from. The learned reward is read before the update."""
-    from comlrl.learn.advantages import completion_values, group_advantages
-    from comlrl.learn.preference import select_pairs
-
-    assert values is not None, "marlhf needs the reward heads' outputs"
-    m, h = cfg.magrpo, cfg.algorithm.marlhf
-    nodes = [n for root in roots for n in root.walk()]
-    heads = values(nodes)
-    learned = {n.id: joint_rewards(heads[n.id], n.joint) for n in nodes}
-    w = h.task_weight
-    returns: dict[str, list[float]] = {}
-    for root in roots:
-        returns.update(mixed_returns(root, lambda n: [w * t + (1 - w) * r for t, r in
-                                                      zip(n.rewards, learned[n.id], strict=True)], m.discount))
-    stats, units = AdvantageStats(), []
-    for node in nodes:
-        advantages: list[float] = []
-        for agent, row in enumerate(node.completions):
-            adv = group_advantages(completion_values(node.joint, returns[node.id], agent, len(row), m.advantage.credit),
-                                   m.advantage.baseline, m.advantage.scale, m.advantage.eps)
-            stats.groups += 1
-            stats.skipped += adv is None
-            advantages.extend(adv if adv is not None else [0.0] * len(row))
-        pairs = tuple((wi, lo) for wi, lo, _ in select_pairs(node.returns, "reward_gap", h.pairs_per_node, h.min_gap))
-        units.append(Unit(tuple(s for row in node.completions for s in row), tuple(advantages), pairs=pairs))
-    return units, stats
-
-
-def _marlhf_loss(b: MicroBatch) -> tuple[torch.Tensor, MetricSums]:
-    """The policy gradient on the mixed reward's advantages plus rm_coef * the Bradley-Terry loss of each
-    node's pairs, -log sigmoid(r(preferred) - r(other)), averaged over the step's nodes. Pair accuracy is
-    read before this update's step: the heads have not trained on these pairs (held out)."""
-    import torch
-    import torch.nn.functional as F
-
-    assert b.values is not None
-    policy, _ = _policy_gradient_loss(b)
-    bt, correct, n_pairs, learned = b.values.new_zeros(()), 0.0, 0.0, []
-    for u, start in zip(b.units, _starts(b.units), strict=True):
-        per_joint = _joint_q(b.values[start:start + len(u.samples)], u)  # each sample's joint action's reward
-        first: dict[int, int] = {}
-        for i, g in enumerate(_positions(u)):
-            first.setdefault(g, i)
-        r = torch.stack([per_joint[first[g]] for g in sorted(first)])  # one per joint action (align)
-        learned.append(r.detach())
-        for wi, lo in u.pairs:
-            margin = r[wi] - r[lo]
-            bt = bt - F.logsigmoid(margin)
-            correct += float(margin.detach() > 0)
-            n_pairs += 1
-    loss = policy + b.cfg.algorithm.marlhf.rm_coef * bt / b.step.units
-    rewards = torch.cat(learned) if learned else b.values.new_zeros(0)
-    return loss, {"marlhf/pair_accuracy": (correct, n_pairs), "marlhf/bt_loss": (float(bt.detach()), n_pairs),
-                  "marlhf/learned_reward": (float(rewards.sum()), float(rewards.numel()))}
-
-
 CRITIC_METRICS = ("value/mse", "value/mean", "value/target_mean", "value/target_sq", "value/residual_mean")
 
 
 # the one table of algorithms (`comlrl.config.registry.register_algorithm` adds to it), in the config's order
 ALGORITHMS: dict[str, Algorithm] = {
-    "magrpo": Algorithm(_advantage_units, _policy_gradient_loss),
-    "centralized": Algorithm(_advantage_units, _policy_gradient_loss, centralized=True),
+    "magrpo": Algorithm(_advantage_units, policy_gradient_loss),
+    "centralized": Algorithm(_advantage_units, policy_gradient_loss, centralized=True),
     "madpo": Algorithm(_pair_units, _dpo_loss, needs_reference=True, on_policy=False,
                        metrics=("dpo/accuracy", "dpo/margin", "dpo/chosen_reward", "dpo/rejected_reward", "dpo/loss"),
                        options=("dpo", DpoConfig)),
@@ -444,7 +237,7 @@ ALGORITHMS: dict[str, Algorithm] = {
                      derived=explained_variance, critic=True, min_generations=1, options=("critic", CriticConfig)),
     "maac": Algorithm(_critic_units(joint=True), _actor_critic_loss(joint=True), metrics=CRITIC_METRICS,
                       derived=explained_variance, critic=True, min_generations=1, options=("critic", CriticConfig)),
-    "marlhf": Algorithm(_marlhf_units, _marlhf_loss, critic=True, per_action_values=True,
+    "marlhf": Algorithm(marlhf_units, marlhf_loss, critic=True, per_action_values=True,
                         metrics=("marlhf/pair_accuracy", "marlhf/bt_loss", "marlhf/learned_reward"),
                         options=("marlhf", MarlhfConfig)),
 }

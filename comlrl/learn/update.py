@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from comlrl.learn.advantages import AdvantageStats
-from comlrl.learn.algorithms import MicroBatch, StepSize, Unit
 from comlrl.learn.distributed import max_over_ranks
 from comlrl.learn.learner import Learner
 from comlrl.learn.loss import logprob_gap, step_normaliser, truncated_is_weights
+from comlrl.learn.units import MicroBatch, StepSize, Unit
 from comlrl.tree.nodes import Node
 
 if TYPE_CHECKING:
     from comlrl.config.schema import LossConfig, RunConfig
-    from comlrl.learn.algorithms import Algorithm
+    from comlrl.learn.units import Algorithm
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from comlrl.learn.advantages import AdvantageStats, group_advantages
-from comlrl.learn.algorithms import Unit
+from comlrl.learn.units import Unit
 from comlrl.policy.sample import Sample
 
 MASKED = -100  # Atropos's (and Hugging Face's) label for a token that is not trained

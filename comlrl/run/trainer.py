@@ -99,8 +99,8 @@ def training_step(comp: Components, step: int, start_rewards: dict[str, float] |
 def offline_step(comp: Components, step: int) -> dict[str, float]:
     """A DPO step on written pairs (algorithm.dpo.offline_pairs) instead of a rollout: this rank's share of
     the step's slice of the file (`comlrl.learn.preference_file.step_slice`: the run makes one pass over it)."""
-    from comlrl.learn.algorithms import Unit
     from comlrl.learn.preference_file import step_slice
+    from comlrl.learn.units import Unit
     from comlrl.learn.update import train_units
 
     t0, acc, pairs = time.perf_counter(), comp.accelerator, comp.offline_pairs

@@ -45,7 +45,10 @@ def test_parsing_and_scoring_stay_quiet_and_correct(host_filter):
                 warnings.warn("the host's own warning", UserWarning, stacklevel=1)
         else:
             warnings.warn("the host's own warning", UserWarning, stacklevel=1)
-    assert [str(w.message) for w in seen] == ([] if host_filter == "error" else ["the host's own warning"])
+    # a ResourceWarning is the garbage collector finalising some earlier test's socket or file while this block
+    # runs (seen once in the full suite): not the parser's, so not this test's
+    messages = [str(w.message) for w in seen if not issubclass(w.category, ResourceWarning)]
+    assert messages == ([] if host_filter == "error" else ["the host's own warning"])
 
 
 def test_real_syntax_errors_still_raise_and_are_reported():

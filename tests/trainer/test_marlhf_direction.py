@@ -11,7 +11,7 @@ import pytest
 from trainer_helpers import chat_sample, summed_logp
 
 from comlrl.config.schema import load_config
-from comlrl.learn.algorithms import joint_rewards
+from comlrl.learn.marlhf import joint_rewards
 from comlrl.learn.update import train_on_trees
 from comlrl.run import trainer
 from comlrl.tree.nodes import Node, backup_returns
