@@ -255,3 +255,22 @@ class OllamaServer(LoopbackServer):
             h.wfile.write(b"0\r\n\r\n")
         except (BrokenPipeError, ConnectionResetError):
             pass
+
+
+class JudgeServer(LoopbackServer):
+    """An OpenAI-compatible chat endpoint that judges pairs (comlrl.run.comparators' prompt) by a rule,
+    `prefers(a, b)`: True says A. The default: the answer that holds `return` wins (both or neither: A, the
+    first shown); `biased` always says A."""
+
+    def __init__(self, biased: bool = False, prefers: Any = None) -> None:
+        self.biased = biased
+        self.prefers = prefers or (lambda a, b: "return" in a or "return" not in b)
+        super().__init__()
+
+    def handle(self, h: BaseHTTPRequestHandler, path: str, body: dict[str, Any], headers: dict[str, str]) -> None:
+        with self._lock:
+            self.requests.append({"path": path, "body": body})
+        text = body["messages"][-1]["content"]
+        a = re.search(r"Answer A:\n(.*?)\n\nAnswer B:", text, re.S).group(1)
+        b = re.search(r"Answer B:\n(.*?)\n\nWhich answer is better", text, re.S).group(1)
+        self.send(h, 200, chat_reply(path, "A" if self.biased or self.prefers(a, b) else "B"))

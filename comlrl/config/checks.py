@@ -133,6 +133,11 @@ def _validate_algorithm(cfg: RunConfig) -> None:
             f"null for algorithm.name={a.name} (its loss has no probability ratio to clip)")
     require(a.dpo.offline_pairs is None or a.name == "madpo", "algorithm.dpo.offline_pairs", a.dpo.offline_pairs,
             "null unless algorithm.name=madpo (offline DPO)")
+    # a pairs file is no round: nothing to label, nothing earlier to replay
+    require(a.dpo.offline_pairs is None or a.dpo.comparator == "task", "algorithm.dpo.comparator", a.dpo.comparator,
+            "task with algorithm.dpo.offline_pairs (its pairs are labeled already)")
+    require(a.dpo.offline_pairs is None or a.dpo.replay == "current", "algorithm.dpo.replay", a.dpo.replay,
+            "current with algorithm.dpo.offline_pairs (a pairs file is one pass, not rounds)")
     require(a.critic.kind == "v" or algo.critic, "algorithm.critic.kind", a.critic.kind,
             f"v unless algorithm.name is iac or maac (algorithm.name={a.name} has no critic)")
     require(a.critic.kind == "v" or a.name != "maac" or JOINT_MODE_ALIASES.get(m.joint_mode, m.joint_mode) == "align",

@@ -32,7 +32,8 @@ from comlrl.errors import require
 from comlrl.learn.advantages import AdvantageStats, assign_advantages
 from comlrl.learn.critic import completion_targets, lambda_returns, whiten
 from comlrl.learn.marlhf import MarlhfConfig, marlhf_loss, marlhf_units
-from comlrl.learn.preference import tree_pairs
+from comlrl.learn.preference import Pair, tree_pairs
+from comlrl.learn.replay import PreferenceRounds
 from comlrl.learn.units import (
     Algorithm,
     MetricSums,
@@ -52,19 +53,18 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class DpoConfig:
-    """madpo: which sibling completions pair up and how strongly DPO pulls (docs/algorithm.md)."""
+class DpoConfig(PreferenceRounds):
+    """madpo: which sibling completions pair up, who labels them, which earlier rounds' pairs are replayed
+    (`PreferenceRounds`) and how strongly DPO pulls (docs/algorithm.md)."""
 
     beta: float = 0.1  # DPO's inverse temperature: the implicit reward is beta * log(pi / reference)
     pairs: str = "reward_gap"  # reward_gap (largest value gaps first) | all | random
-    pairs_per_node: int | None = 2  # per node and agent; null = every pair that passes min_gap
     min_gap: float = 1e-6  # value gap (raw reward units) a pair needs
     offline_pairs: str | None = None  # a pairs JSONL (scripts/export.py --pairs): train on it, no rollout
 
     def check(self) -> None:
+        self.check_rounds("algorithm.dpo")
         require(self.beta > 0, "algorithm.dpo.beta", self.beta, "a number > 0")
-        require(self.pairs_per_node is None or self.pairs_per_node >= 1, "algorithm.dpo.pairs_per_node",
-                self.pairs_per_node, "an integer >= 1 or null (every pair)")
         require(self.min_gap > 0, "algorithm.dpo.min_gap", self.min_gap,
                 "a number > 0 (equal values carry no preference)")
         require(self.offline_pairs is None or Path(self.offline_pairs).is_file(), "algorithm.dpo.offline_pairs",
@@ -105,18 +105,28 @@ def _advantage_units(roots: Sequence[Node], cfg: RunConfig, values: StateValues 
 
 # ---- madpo: DPO on sibling pairs -----------------------------------------------------------------------
 
-def _pair_units(roots: Sequence[Node], cfg: RunConfig, values: StateValues | None
-                ) -> tuple[list[Unit], AdvantageStats]:
+def madpo_pairs(roots: Sequence[Node], cfg: RunConfig) -> list[Pair]:
+    """The step's DPO pairs labeled by the task: each node's and agent's siblings ranked by value
+    (algorithm.dpo.pairs, pairs_per_node, min_gap)."""
     import torch
 
     m, d = cfg.magrpo, cfg.algorithm.dpo
     # seeded per step and rank by the trainer (torch.manual_seed before the rollout): reproducible draws
     rng = random.Random(torch.initial_seed()) if d.pairs == "random" else None
-    pairs = tree_pairs(roots, d.pairs, d.pairs_per_node, d.min_gap, credit=m.advantage.credit, rng=rng)
-    groups = sum(1 for root in roots for _ in root.walk()) * m.num_agents
+    return tree_pairs(roots, d.pairs, d.pairs_per_node, d.min_gap, credit=m.advantage.credit, rng=rng)
+
+
+def pair_units(roots: Sequence[Node], pairs: Sequence[Pair]) -> tuple[list[Unit], AdvantageStats]:
+    """One (chosen, rejected) unit per pair, and the node-agent groups with and without a pair."""
+    groups = sum(len(node.completions) for root in roots for node in root.walk())
     with_pairs = len({(id(p.node), p.agent) for p in pairs})
     units = [Unit((p.node.completions[p.agent][p.winner], p.node.completions[p.agent][p.loser])) for p in pairs]
     return units, AdvantageStats(groups=groups, skipped=groups - with_pairs)
+
+
+def _pair_units(roots: Sequence[Node], cfg: RunConfig, values: StateValues | None
+                ) -> tuple[list[Unit], AdvantageStats]:
+    return pair_units(roots, madpo_pairs(roots, cfg))
 
 
 def _dpo_loss(b: MicroBatch) -> tuple[torch.Tensor, MetricSums]:
@@ -230,14 +240,14 @@ CRITIC_METRICS = ("value/mse", "value/mean", "value/target_mean", "value/target_
 ALGORITHMS: dict[str, Algorithm] = {
     "magrpo": Algorithm(_advantage_units, policy_gradient_loss),
     "centralized": Algorithm(_advantage_units, policy_gradient_loss, centralized=True),
-    "madpo": Algorithm(_pair_units, _dpo_loss, needs_reference=True, on_policy=False,
+    "madpo": Algorithm(_pair_units, _dpo_loss, needs_reference=True, on_policy=False, preference="agent",
                        metrics=("dpo/accuracy", "dpo/margin", "dpo/chosen_reward", "dpo/rejected_reward", "dpo/loss"),
                        options=("dpo", DpoConfig)),
     "iac": Algorithm(_critic_units(joint=False), _actor_critic_loss(joint=False), metrics=CRITIC_METRICS,
                      derived=explained_variance, critic=True, min_generations=1, options=("critic", CriticConfig)),
     "maac": Algorithm(_critic_units(joint=True), _actor_critic_loss(joint=True), metrics=CRITIC_METRICS,
                       derived=explained_variance, critic=True, min_generations=1, options=("critic", CriticConfig)),
-    "marlhf": Algorithm(marlhf_units, marlhf_loss, critic=True, per_action_values=True,
+    "marlhf": Algorithm(marlhf_units, marlhf_loss, critic=True, per_action_values=True, preference="joint",
                         metrics=("marlhf/pair_accuracy", "marlhf/bt_loss", "marlhf/learned_reward"),
                         options=("marlhf", MarlhfConfig)),
 }

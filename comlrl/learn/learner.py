@@ -74,6 +74,23 @@ class Learner:
         outs = self._head_outputs(nodes, every_completion=per_action)
         return {nid: [sum(v) / len(v) if v else 0.0 for v in per_agent] for nid, per_agent in outs.items()}
 
+    @torch.no_grad()
+    def sequence_logprobs(self, samples: Sequence[Sample], reference: bool = False) -> list[float]:
+        """Each sample's completion log-prob (summed over its tokens) under the trained or, `reference`, the
+        initial policy, in micro-batches; every rank runs the same number of forwards (ZeRO-3 gathers in each)."""
+        rows = list(samples)
+        size = self.micro_batch_size
+        chunks = [rows[i:i + size] for i in range(0, len(rows), size)]
+        out: list[float] = []
+        for i in range(max_over_ranks(self.accelerator, max(1, len(chunks)))):
+            chunk = chunks[i] if i < len(chunks) else rows[:1]
+            if not chunk:
+                continue  # this rank has nothing to judge at all
+            logps, mask = self.policies.token_logprobs(chunk, reference=reference)
+            if i < len(chunks):
+                out.extend(float(x) for x in (logps * mask).sum(-1).tolist())
+        return out
+
     def _head_outputs(self, nodes: list[Node], every_completion: bool) -> dict[str, list[list[float]]]:
         rows = [(node.id, a, s) for node in nodes for a in range(len(node.completions))
                 for s in (node.completions[a] if every_completion else node.completions[a][:1])]

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from comlrl.errors import require
 from comlrl.learn.advantages import AdvantageStats
+from comlrl.learn.replay import PreferenceRounds
 from comlrl.learn.units import (
     MetricSums,
     MicroBatch,
@@ -28,20 +29,19 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class MarlhfConfig:
-    """marlhf: the reward heads' preference loss and how the policy's reward mixes the learned one with the
-    task's (docs/algorithm.md)."""
+class MarlhfConfig(PreferenceRounds):
+    """marlhf: the reward heads' preference loss, who labels their pairs and which earlier rounds' pairs are
+    replayed (`PreferenceRounds`), and how the policy's reward mixes the learned one with the task's
+    (docs/algorithm.md)."""
 
     rm_coef: float = 1.0  # weight of the reward heads' Bradley-Terry loss beside the policy's
     task_weight: float = 0.0  # the policy's reward: task_weight * task + (1 - task_weight) * learned
-    pairs_per_node: int | None = 2  # preference pairs of a node's joint actions (largest task-return gaps)
     min_gap: float = 1e-6  # task-return gap (raw reward units) a pair needs
 
     def check(self) -> None:
+        self.check_rounds("algorithm.marlhf")
         require(self.rm_coef > 0, "algorithm.marlhf.rm_coef", self.rm_coef, "a number > 0")
         require(0.0 <= self.task_weight <= 1.0, "algorithm.marlhf.task_weight", self.task_weight, "a number in [0, 1]")
-        require(self.pairs_per_node is None or self.pairs_per_node >= 1, "algorithm.marlhf.pairs_per_node",
-                self.pairs_per_node, "an integer >= 1 or null (every pair)")
         require(self.min_gap > 0, "algorithm.marlhf.min_gap", self.min_gap, "a number > 0")
 
 
@@ -102,8 +102,9 @@ def marlhf_units(roots: Sequence[Node], cfg: RunConfig, values: StateValues | No
 
 def marlhf_loss(b: MicroBatch) -> tuple[torch.Tensor, MetricSums]:
     """The policy gradient on the mixed reward's advantages plus rm_coef * the Bradley-Terry loss of each
-    node's pairs, -log sigmoid(r(preferred) - r(other)), averaged over the step's nodes. Pair accuracy is
-    read before this update's step: the heads have not trained on these pairs (held out)."""
+    node's pairs, -log sigmoid(r(preferred) - r(other)), averaged over the step's units. Pair accuracy is
+    read before this update's step on the step's own pairs: the heads have not trained on them (held out).
+    A replayed pair (a unit without advantages: an earlier round's, comlrl.run.rounds) trains the heads only."""
     import torch
     import torch.nn.functional as F
 
@@ -116,13 +117,17 @@ def marlhf_loss(b: MicroBatch) -> tuple[torch.Tensor, MetricSums]:
         for i, g in enumerate(joint_positions(u)):
             first.setdefault(g, i)
         r = torch.stack([per_joint[first[g]] for g in sorted(first)])  # one per joint action (align)
-        learned.append(r.detach())
+        own = bool(u.advantages)  # this step's node, not a replayed pair
+        if own:
+            learned.append(r.detach())
         for wi, lo in u.pairs:
             margin = r[wi] - r[lo]
             bt = bt - F.logsigmoid(margin)
-            correct += float(margin.detach() > 0)
-            n_pairs += 1
+            if own:
+                correct += float(margin.detach() > 0)
+                n_pairs += 1
     loss = policy + b.cfg.algorithm.marlhf.rm_coef * bt / b.step.units
     rewards = torch.cat(learned) if learned else b.values.new_zeros(0)
-    return loss, {"marlhf/pair_accuracy": (correct, n_pairs), "marlhf/bt_loss": (float(bt.detach()), n_pairs),
+    every_pair = float(sum(len(u.pairs) for u in b.units))
+    return loss, {"marlhf/pair_accuracy": (correct, n_pairs), "marlhf/bt_loss": (float(bt.detach()), every_pair),
                   "marlhf/learned_reward": (float(rewards.sum()), float(rewards.numel()))}

@@ -93,20 +93,31 @@ class Algorithm:
     # the agents' heads read each completion's end (a Q critic, a reward model), and `units` gets every
     # completion's head output ({node id: [agent][k]}) instead of each state's value
     per_action_values: bool = False
+    # its units learn from preference pairs that a comparator labels, kept per round and replayed
+    # (comlrl.run.rounds): "agent" (DPO pairs of one agent's siblings) or "joint" (pairs of a node's joint actions)
+    preference: str | None = None
     # (key, dataclass) of its options: the config section `algorithm.<key>.*` (with a `check()`), or None
     options: tuple[str, type] | None = None
 
 
 def policy_gradient_loss(b: MicroBatch) -> tuple[torch.Tensor, MetricSums]:
+    """MAGRPO's loss on the units' advantages (clipped ratio, KL, importance weights as configured); the rows
+    of a unit without advantages are left out, and `StepSize.policy` counts only the rows that train."""
     import torch
 
     from comlrl.learn.loss import aggregate, per_token_loss
 
     lc = b.cfg.magrpo.loss
-    adv = torch.tensor([x for u in b.units for x in u.advantages], dtype=b.logps.dtype, device=b.logps.device)
+    adv = torch.tensor([x for u in b.units for x in (u.advantages or (0.0,) * len(u.samples))], dtype=b.logps.dtype,
+                       device=b.logps.device)
     tok = per_token_loss(b.logps, adv, old_logps=b.old_logps, ref_logps=b.ref_logps, clip_eps=lc.clip_eps,
                          kl_coef=lc.kl_coef, is_weights=b.is_weights)
-    return aggregate(tok, b.mask, lc.aggregation, b.step.policy), {}
+    mask = b.mask
+    if not all(u.advantages for u in b.units):  # a unit without advantages (a replayed pair) trains no policy
+        keep = torch.tensor([float(bool(u.advantages)) for u in b.units for _ in u.samples], dtype=mask.dtype,
+                            device=mask.device)
+        mask = mask * keep[:, None]
+    return aggregate(tok, mask, lc.aggregation, b.step.policy), {}
 
 
 def unit_starts(units: list[Unit]) -> list[int]:

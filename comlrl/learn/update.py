@@ -63,7 +63,7 @@ def train_on_trees(learner: Learner, algorithm: Algorithm, cfg: RunConfig, roots
     values = (learner.action_values if algorithm.per_action_values else learner.state_values) \
         if algorithm.critic else None
     units, groups = algorithm.units(roots, cfg, values)
-    return train_units(learner, algorithm, cfg, units, groups, spare=_any_sample(roots))
+    return train_units(learner, algorithm, cfg, units, groups, spare=any_sample(roots))
 
 
 @dataclass
@@ -79,8 +79,10 @@ def step_size(units: list[Unit], aggregation: str) -> StepSize:
     """The step's normalisers: its tokens, sequences and units, and the policy loss's (`aggregation`)."""
     samples = [s for u in units for s in u.samples]
     lengths = [max(1, len(s.completion_ids)) for s in samples]
+    # the policy loss trains the rows of units with advantages (all of them but replayed preference pairs)
+    trained = [max(1, len(s.completion_ids)) for u in units if u.advantages for s in u.samples] or lengths
     return StepSize(tokens=float(max(1, sum(lengths))), sequences=float(max(1, len(samples))),
-                    units=float(max(1, len(units))), policy=step_normaliser(lengths, aggregation))
+                    units=float(max(1, len(units))), policy=step_normaliser(trained, aggregation))
 
 
 def reference_logprobs(learner: Learner, algorithm: Algorithm, lc: LossConfig,
@@ -180,7 +182,7 @@ def _samples(units: list[Unit]) -> list[Any]:
     return [s for u in units for s in u.samples]
 
 
-def _any_sample(roots: list[Node]) -> Any:
+def any_sample(roots: list[Node]) -> Any:
     for root in roots:
         for node in root.walk():
             for row in node.completions:

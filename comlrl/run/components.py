@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from comlrl.policy import AgentPolicies
     from comlrl.run.atropos import AtroposSource
     from comlrl.run.feedback_bridge import FeedbackBridge
+    from comlrl.run.rounds import PairRounds
     from sandbox.executor import Sandbox
 
 
@@ -51,6 +52,7 @@ class Components:
     eval: list[Any]
     offline_pairs: list[PreferenceRecord] = field(default_factory=list)  # algorithm.dpo.offline_pairs: DPO on these
     atropos: AtroposSource | None = None  # rollout.atropos.url: the steps train on Atropos environments' groups
+    rounds: PairRounds | None = None  # madpo, marlhf: each step's pairs labeled, kept and replayed
     counters: dict[str, float] = field(default_factory=dict)
     # what the run is doing now ("rollout turn 1/2: generating", "update"): the trainer shows it
     phase: Callable[[str], None] = field(default=lambda text: None)
@@ -102,6 +104,7 @@ def build(cfg: RunConfig, for_training: bool = True, log_with: list[Any] | None 
     from comlrl.learn.preference_file import read_pairs
     from comlrl.policy import AgentPolicies
     from comlrl.run.feedback_bridge import FeedbackBridge
+    from comlrl.run.rounds import build_rounds
     from comlrl.tasks import build_task
     from sandbox.executor import Sandbox
 
@@ -158,8 +161,9 @@ def build(cfg: RunConfig, for_training: bool = True, log_with: list[Any] | None 
                           micro_batch_size=cfg.magrpo.loss.micro_batch_size, max_grad_norm=cfg.magrpo.max_grad_norm)
     offline = (read_pairs(cfg.algorithm.dpo.offline_pairs, cfg.magrpo.num_agents)
                if cfg.algorithm.dpo.offline_pairs else [])
+    rounds = build_rounds(cfg, algorithm, learner) if not offline else None
     return Components(cfg, acc, task, sandbox, policies, engine, algorithm, learner, feedback, train, evalset,
-                      offline_pairs=offline, atropos=atropos)
+                      offline_pairs=offline, atropos=atropos, rounds=rounds)
 
 
 def param_groups(cfg: RunConfig, policies: Any) -> list[dict[str, Any]]:

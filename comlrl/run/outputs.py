@@ -25,9 +25,11 @@ from comlrl.tree.records import NodeRecord
 # every top-level name a run writes in its output_dir, by name (plus tree_step<k>.html pages): the one list
 OUTPUTS = {"config": "config.yaml", "metrics": "metrics.jsonl", "trees": "trees.jsonl", "eval": "eval.jsonl",
            "dataset": "dataset.jsonl", "eval_dataset": "eval_dataset.jsonl", "tensorboard": "tensorboard",
-           "wandb": "wandb", "checkpoints": "checkpoints", "final": "final", "plots": "plots"}
+           "wandb": "wandb", "checkpoints": "checkpoints", "final": "final", "plots": "plots",
+           "pairs": "pairs.jsonl"}
 # what makes a folder hold a run: config.yaml or dataset.jsonl alone (a run that failed at start-up) is no run data
-RUN_OUTPUTS = tuple(OUTPUTS[k] for k in ("metrics", "trees", "eval", "tensorboard", "wandb", "checkpoints", "final"))
+RUN_OUTPUTS = tuple(OUTPUTS[k] for k in ("metrics", "trees", "eval", "tensorboard", "wandb", "checkpoints", "final",
+                                          "pairs"))
 
 
 def _clean(value: Any) -> Any:
@@ -202,11 +204,13 @@ class RunWriter:
         self.metrics_path = self.dir / "metrics.jsonl"
         self.trees_path = self.dir / "trees.jsonl"
         self.evals_path = self.dir / "eval.jsonl"
+        pairs = self.dir / OUTPUTS["pairs"]  # written by the preference rounds (comlrl/run/rounds.py)
         if resume_step > 0:
             for p in (self.metrics_path, self.trees_path, self.evals_path):
                 truncate_jsonl(p, lambda r: r.get("step", 0) <= resume_step)
+            truncate_jsonl(pairs, lambda r: r.get("meta", {}).get("step", 0) <= resume_step)
         else:  # a fresh start: check_output_dir let it through (resume without a checkpoint, or overwrite)
-            for p in (self.metrics_path, self.trees_path, self.evals_path):
+            for p in (self.metrics_path, self.trees_path, self.evals_path, pairs):
                 p.unlink(missing_ok=True)
         accelerator.init_trackers(cfg.logging.wandb_project, config=flat_config(cfg))
 

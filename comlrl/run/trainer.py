@@ -89,7 +89,10 @@ def training_step(comp: Components, step: int, start_rewards: dict[str, float] |
     comp.engine.idle()
     comp.phase("update")
     t_update = time.perf_counter()
-    update = train_on_trees(comp.trained(), comp.algorithm, comp.cfg, roots)
+    if comp.rounds is not None:  # madpo, marlhf: the step's pairs labeled, kept, trained with replayed ones
+        update = comp.rounds.train(comp.trained(), roots, step)
+    else:
+        update = train_on_trees(comp.trained(), comp.algorithm, comp.cfg, roots)
     t_update = time.perf_counter() - t_update
     sums = _step_sums(comp, roots, problems, rollout, update, start_rewards or {})
     metrics = _step_metrics(comp, step, sums, update, t_rollout, t_update, t0)
@@ -267,6 +270,8 @@ def run(cfg: RunConfig, callbacks: Sequence[TrainerCallback] = ()) -> int:
         else:
             start = load_checkpoint(comp.trained(), latest)
             comp.engine.weights_changed()
+            if comp.rounds is not None:
+                comp.rounds.resume(start)
             log.info("resumed from %s (step %d)", latest, start)
             dropped = drop_after(ckpt_root, start) if acc.is_main_process else []
             if dropped:  # a resume from an earlier checkpoint: the later ones belong to the path not taken

@@ -18,7 +18,9 @@ ALGORITHM_METRIC = {"magrpo": "adv_groups", "madpo": "dpo/accuracy", "iac": "val
                     "maac": "value/mse", "centralized": "adv_groups", "marlhf": "marlhf/pair_accuracy"}
 # centralized: one policy writes both roles (same tree shape: G joint actions per node in align mode);
 # marlhf: half the task's reward in the policy's, so that the policy trains from step 1 (the heads start at 0)
-ALGORITHM_ARGS = {"centralized": ["magrpo.num_agents=1"], "marlhf": ["algorithm.marlhf.task_weight=0.5"]}
+# madpo and marlhf replay earlier rounds' pairs (gathered from both ranks, each rank training its share: step 2)
+ALGORITHM_ARGS = {"centralized": ["magrpo.num_agents=1"], "madpo": ["algorithm.dpo.replay=all"],
+                  "marlhf": ["algorithm.marlhf.task_weight=0.5", "algorithm.marlhf.replay=nearest_k"]}
 
 
 # magrpo under DDP with two processes: tests/trainer/test_multinode.py (the same launcher, as two machines)
@@ -31,6 +33,12 @@ def test_ddp_two_processes(tmp_path, tiny_model, algo):
     assert res.returncode == 0, res.stderr[-4000:]
     check_world_of_two(run)
     assert all(ALGORITHM_METRIC[algo] in r for r in metrics(run)[1:])
+    if algo in ("madpo", "marlhf"):  # both ranks' pairs kept once; step 2 replays step 1's (if it had any)
+        first, second = metrics(run)[1:3]
+        kept = (run / "pairs.jsonl").read_text().splitlines()
+        assert len(kept) == (first["pairs/labeled"] + second["pairs/labeled"]) * (2 if algo == "marlhf" else 1)
+        own = second["pairs/labeled"] or first["pairs/labeled"]
+        assert second["pairs/replayed"] == min(own, first["pairs/labeled"])
 
 
 # ZeRO-2 in two processes runs magrpo (the case dropped when the suite had to fit CI's 20 minutes, back since
