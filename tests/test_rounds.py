@@ -139,3 +139,43 @@ def test_replay_size_fixes_the_count_and_a_round_without_own_pairs_replays_as_ma
     _history(default, {1: 5, 2: 2})
     assert len(default.replay(current=3, own=0)) == 2  # no pairs of its own: the newest round's count
     assert len(default.replay(current=3, own=4)) == 4
+
+
+def _line(agent: int, meta: dict) -> str:
+    return json.dumps({"prompt": [{"role": "user", "content": f"q{agent}"}], "chosen": f"c{agent}",
+                       "rejected": [{"role": "assistant", "content": f"r{agent}"}], "meta": {"agent": agent, **meta}})
+
+
+def test_a_pairs_file_groups_into_joint_pairs_by_node_and_joint_actions(tmp_path: Path):
+    """The export's lines (meta.chosen_joint, one per agent whose texts differ) and a run's pairs.jsonl lines
+    (meta.joint, chosen_index) group by node and joint actions; one agent's siblings and bare lines stand alone."""
+    from comlrl.learn.preference_file import joint_pairs, read_pairs
+
+    exported = {"step": 2, "tree": 0, "node": "s2r0t0", "chosen_joint": 3, "rejected_joint": 1}
+    kept = {"step": 1, "rank": 0, "node": "0", "joint": True, "chosen_index": 0, "rejected_index": 2}
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("\n".join([
+        _line(0, exported), _line(1, exported),  # one joint pair, both agents
+        _line(1, {**exported, "chosen_joint": 0}),  # another pair of the same node: agent 1 alone differed
+        _line(0, kept), _line(1, kept),
+        _line(0, {**kept, "joint": False}), _line(1, {**kept, "joint": False}),  # madpo's: each agent its own
+        _line(1, {}),  # no meta to group by
+    ]) + "\n")
+    records = read_pairs(path, 2, "algorithm.marlhf.pairs_file")
+    groups = joint_pairs(records)
+    assert [[r.agent for r in g] for g in groups] == [[0, 1], [1], [0, 1], [0], [1], [1]]
+    assert groups[0][1].prompt == [{"role": "user", "content": "q1"}] and groups[0][1].chosen == "c1"
+    assert groups[0][1].rejected == "r1"
+
+
+def test_a_bad_pairs_file_names_the_setting_that_named_it(tmp_path: Path):
+    import pytest
+
+    from comlrl.errors import ConfigError
+    from comlrl.learn.preference_file import read_pairs
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(_line(0, {}) + "\n" + _line(5, {}) + "\n")
+    with pytest.raises(ConfigError, match=r"^config error: algorithm\.marlhf\.pairs_file: .*bad\.jsonl:2: "
+                                          r"meta\.agent=5 is not an agent of this run \(0\.\.1\)$"):
+        read_pairs(bad, 2, "algorithm.marlhf.pairs_file")

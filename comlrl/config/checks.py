@@ -138,6 +138,10 @@ def _validate_algorithm(cfg: RunConfig) -> None:
             "task with algorithm.dpo.offline_pairs (its pairs are labeled already)")
     require(a.dpo.offline_pairs is None or a.dpo.replay == "current", "algorithm.dpo.replay", a.dpo.replay,
             "current with algorithm.dpo.offline_pairs (a pairs file is one pass, not rounds)")
+    require(a.marlhf.pairs_file is None or a.marlhf.comparator == "task", "algorithm.marlhf.comparator",
+            a.marlhf.comparator, "task with algorithm.marlhf.pairs_file (its pairs are labeled already)")
+    require(a.marlhf.pairs_file is None or a.marlhf.replay == "current", "algorithm.marlhf.replay", a.marlhf.replay,
+            "current with algorithm.marlhf.pairs_file (a pairs file is one pass, not rounds)")
     require(a.critic.kind == "v" or algo.critic, "algorithm.critic.kind", a.critic.kind,
             f"v unless algorithm.name is iac or maac (algorithm.name={a.name} has no critic)")
     require(a.critic.kind == "v" or a.name != "maac" or JOINT_MODE_ALIASES.get(m.joint_mode, m.joint_mode) == "align",

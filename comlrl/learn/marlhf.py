@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from comlrl.errors import require
@@ -37,9 +38,14 @@ class MarlhfConfig(PreferenceRounds):
     rm_coef: float = 1.0  # weight of the reward heads' Bradley-Terry loss beside the policy's
     task_weight: float = 0.0  # the policy's reward: task_weight * task + (1 - task_weight) * learned
     min_gap: float = 1e-6  # task-return gap (raw reward units) a pair needs
+    # a pairs file (comlrl-export --pairs, or a run's pairs.jsonl) the reward heads learn from instead of the
+    # tree's siblings: one seeded pass over it in training.steps steps; the policy still trains on the rollout
+    pairs_file: str | None = None
 
     def check(self) -> None:
         self.check_rounds("algorithm.marlhf")
+        require(self.pairs_file is None or Path(self.pairs_file).is_file(), "algorithm.marlhf.pairs_file",
+                self.pairs_file, "an existing pairs file (comlrl-export --pairs, or a run's pairs.jsonl)")
         require(self.rm_coef > 0, "algorithm.marlhf.rm_coef", self.rm_coef, "a number > 0")
         require(0.0 <= self.task_weight <= 1.0, "algorithm.marlhf.task_weight", self.task_weight, "a number in [0, 1]")
         require(self.min_gap > 0, "algorithm.marlhf.min_gap", self.min_gap, "a number > 0")
@@ -103,8 +109,9 @@ def marlhf_units(roots: Sequence[Node], cfg: RunConfig, values: StateValues | No
 def marlhf_loss(b: MicroBatch) -> tuple[torch.Tensor, MetricSums]:
     """The policy gradient on the mixed reward's advantages plus rm_coef * the Bradley-Terry loss of each
     node's pairs, -log sigmoid(r(preferred) - r(other)), averaged over the step's units. Pair accuracy is
-    read before this update's step on the step's own pairs: the heads have not trained on them (held out).
-    A replayed pair (a unit without advantages: an earlier round's, comlrl.run.rounds) trains the heads only."""
+    read before this update's step on the pairs the heads have not trained on (held out: the step's own, or a
+    pairs file's in its one pass), not on replayed ones (`Unit.seen`). A unit without advantages (a replayed or
+    a file's pair, comlrl.run.rounds) trains the heads only."""
     import torch
     import torch.nn.functional as F
 
@@ -117,13 +124,12 @@ def marlhf_loss(b: MicroBatch) -> tuple[torch.Tensor, MetricSums]:
         for i, g in enumerate(joint_positions(u)):
             first.setdefault(g, i)
         r = torch.stack([per_joint[first[g]] for g in sorted(first)])  # one per joint action (align)
-        own = bool(u.advantages)  # this step's node, not a replayed pair
-        if own:
+        if u.advantages:  # this step's node (the learned reward of its joint actions)
             learned.append(r.detach())
         for wi, lo in u.pairs:
             margin = r[wi] - r[lo]
             bt = bt - F.logsigmoid(margin)
-            if own:
+            if not u.seen:
                 correct += float(margin.detach() > 0)
                 n_pairs += 1
     loss = policy + b.cfg.algorithm.marlhf.rm_coef * bt / b.step.units

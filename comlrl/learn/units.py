@@ -30,6 +30,7 @@ class Unit:
     advantages: tuple[float, ...] = ()  # per sample, its advantage (policy gradient)
     targets: tuple[float, ...] = ()  # per sample, the value target of its state (actor-critic)
     pairs: tuple[tuple[int, int], ...] = ()  # (preferred, other) joint actions of a node's samples (marlhf)
+    seen: bool = False  # its pairs trained the model before (a replayed earlier round's): not held out
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,8 @@ completions; marlhf: a node's joint actions); the pairs go to the run folder's p
 agent in the export's preference format (`comlrl-export --pairs`; `algorithm.dpo.offline_pairs` reads it
 back) with `meta.step` its round; and the update trains on them together with the earlier rounds' pairs that
 `comlrl.learn.replay` draws (re-tokenized from their text). Every rank holds every round's pairs (gathered
-each step, read back on resume), draws the same replay and trains its share of it.
+each step, read back on resume), draws the same replay and trains its share of it. With
+`algorithm.marlhf.pairs_file` the reward heads learn from the file's joint pairs instead of the tree's.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 from accelerate.utils import gather_object
 
 from comlrl.learn.advantages import AdvantageStats
+from comlrl.learn.marlhf import MarlhfConfig
+from comlrl.learn.preference_file import PairRecord, joint_pairs, read_pairs, step_slice
 from comlrl.learn.replay import PreferenceRounds, replay_draw, replay_quota, round_weights
 from comlrl.learn.units import Unit
 from comlrl.learn.update import UpdateStats, any_sample, train_units
@@ -126,6 +129,8 @@ class PairRounds:
     out_dir: Path
     rounds: dict[int, list[Item]] = field(default_factory=dict)
     counters: dict[str, float] = field(default_factory=dict)
+    # algorithm.marlhf.pairs_file's joint pairs: the heads learn from them (a slice per step) instead of the tree's
+    file_pairs: list[list[PairRecord]] = field(default_factory=list)
 
     @property
     def joint(self) -> bool:
@@ -141,7 +146,9 @@ class PairRounds:
         values = (learner.action_values if algo.per_action_values else learner.state_values) if algo.critic else None
         # marlhf's node units (advantages of the learned reward); madpo's are its pairs, made below
         units, groups = algo.units(roots, cfg, values) if self.joint else ([], AdvantageStats())
-        pairs = self.label(roots, units)
+        if self.file_pairs:  # the heads learn from the file: the tree's siblings pair up for nothing
+            units = [replace(u, pairs=()) for u in units]
+        pairs = self.label(roots, units) if not self.file_pairs else []
         if self.joint:  # the node units carry their judged pairs (the task's are already there)
             by_node: dict[str, list[tuple[int, int]]] = {}
             for p in pairs:
@@ -161,13 +168,17 @@ class PairRounds:
         if acc.is_main_process:
             with (self.out_dir / PAIRS_FILE).open("a", encoding="utf-8") as f:
                 f.writelines(json.dumps(rec, ensure_ascii=False) + "\n" for item in everyone for rec in item)
-        extra = [self.replay_unit(learner, item) for item in replayed[acc.process_index::acc.num_processes]]
+        extra = [self.pair_unit(learner, records(item), seen=True)
+                 for item in replayed[acc.process_index::acc.num_processes]]
+        from_file = [self.file_pairs[i] for i in step_slice(len(self.file_pairs), cfg.training.steps, step,
+                                                            cfg.training.seed)] if self.file_pairs else []
+        extra += [self.pair_unit(learner, p) for p in from_file[acc.process_index::acc.num_processes]]
         spare = units[0].samples[0] if units else any_sample(roots)
         update = train_units(learner, algo, cfg, units + extra, groups, spare)
         # summed over the ranks, then divided by the "/n" sum (1: rank 0's): every rank knows the round's totals,
         # counted once; each rank's own judge counters, added up
         rank0 = float(acc.is_main_process)
-        totals = {"pairs/labeled": len(everyone), "pairs/replayed": len(replayed),
+        totals = {"pairs/labeled": len(everyone), "pairs/replayed": len(replayed), "pairs/from_file": len(from_file),
                   "pairs/rounds_replayed": len({item[0]["meta"]["step"] for item in replayed})}
         own = {f"comparator/{k}": v for k, v in self.counters.items()}
         self.counters = {"asked": 0.0, "undecided": 0.0} if self.comparator is not None else {}
@@ -221,16 +232,21 @@ class PairRounds:
         draw = replay_draw(quota, counts, random.Random(self.cfg.training.seed * 1_000_003 + current))
         return [self.rounds[r][i] for r, i in draw]
 
-    def replay_unit(self, learner: Learner, item: Item) -> Unit:
-        """An earlier round's pair, re-tokenized: madpo's (chosen, rejected); marlhf's joint pair as a unit of
-        no advantages (it trains the reward heads only) whose chosen joint action is 0 and rejected 1."""
+    def pair_unit(self, learner: Learner, pair: list[PairRecord], seen: bool = False) -> Unit:
+        """A written pair as a unit, re-tokenized: madpo's (chosen, rejected); marlhf's joint pair (a line per
+        agent it holds) as a unit of no advantages whose chosen joint action is 0 and rejected 1: it trains the
+        reward heads only. `seen`: replayed from an earlier round (the heads trained on it then)."""
         pol = learner.policies
         samples = []
-        for rec in sorted(item, key=lambda r: r["meta"]["agent"]):
-            a = int(rec["meta"]["agent"])
-            samples += [pol.sample_of(a, rec["prompt"], rec["chosen"][-1]["content"]),
-                        pol.sample_of(a, rec["prompt"], rec["rejected"][-1]["content"])]
-        return Unit(tuple(samples), pairs=((0, 1),) if self.joint else ())
+        for r in sorted(pair, key=lambda r: r.agent):
+            samples += [pol.sample_of(r.agent, r.prompt, r.chosen), pol.sample_of(r.agent, r.prompt, r.rejected)]
+        return Unit(tuple(samples), pairs=((0, 1),) if self.joint else (), seen=seen)
+
+
+def records(item: Item) -> list[PairRecord]:
+    """A kept pair's lines (pairs.jsonl, as written) as records."""
+    return [PairRecord(int(rec["meta"]["agent"]), rec["prompt"], rec["chosen"][-1]["content"],
+                       rec["rejected"][-1]["content"]) for rec in item]
 
 
 def build_rounds(cfg: RunConfig, algorithm: Algorithm, learner: Learner | None) -> PairRounds | None:
@@ -247,4 +263,7 @@ def build_rounds(cfg: RunConfig, algorithm: Algorithm, learner: Learner | None) 
         return None
     comparator = make_comparator(options.comparator, learner, f"algorithm.{key}.comparator",
                                  lambda name: str(resolve_model_path(name)))
-    return PairRounds(cfg, algorithm, options, comparator, Path(cfg.training.output_dir))
+    file_pairs = []
+    if isinstance(options, MarlhfConfig) and options.pairs_file:
+        file_pairs = joint_pairs(read_pairs(options.pairs_file, cfg.magrpo.num_agents, "algorithm.marlhf.pairs_file"))
+    return PairRounds(cfg, algorithm, options, comparator, Path(cfg.training.output_dir), file_pairs=file_pairs)

@@ -73,13 +73,29 @@ def test_marlhf_judged_by_a_chat_model_trains_its_heads_on_its_and_earlier_joint
     assert steps[1]["pairs/replayed"] == min(steps[1]["pairs/labeled"] or steps[0]["pairs/labeled"],
                                              steps[0]["pairs/labeled"])
 
+    # the kept joint pairs train another run's reward heads (algorithm.marlhf.pairs_file): one pass in 2 steps,
+    # none of its own siblings paired, the policy trained on the rollout
+    other = tmp_path / "from_file"
+    res = train([*ARGS, "algorithm.name=marlhf", "algorithm.marlhf.task_weight=0.5",
+                 f"algorithm.marlhf.pairs_file={run / 'pairs.jsonl'}", "training.steps=2",
+                 f"training.output_dir={other}"])
+    assert res.returncode == 0, res.stderr[-4000:]
+    used = [r for r in metrics(other) if r["step"] > 0]
+    assert sum(r["pairs/from_file"] for r in used) == len(lines) // 2 and all(r["pairs/labeled"] == 0 for r in used)
+    assert all(0.0 <= r["marlhf/pair_accuracy"] <= 1.0 for r in used if r["pairs/from_file"])
+    assert not (other / "pairs.jsonl").exists() or (other / "pairs.jsonl").read_text() == ""
 
-def test_offline_pairs_refuse_a_comparator_or_a_replay_in_one_line(tmp_path):
+
+def test_pairs_files_refuse_a_comparator_or_a_replay_in_one_line(tmp_path):
     from comlrl.config.schema import ConfigError, load_config
 
     pairs = tmp_path / "p.jsonl"
     pairs.write_text("{}\n")
-    for key, value in (("comparator", "policy"), ("replay", "all")):
-        with pytest.raises(ConfigError, match=rf"algorithm\.dpo\.{key}={value!r} is not allowed"):
-            load_config(None, ["algorithm.name=madpo", f"algorithm.dpo.offline_pairs={pairs}",
-                               f"algorithm.dpo.{key}={value}"])
+    for algo, section, file_key in (("madpo", "dpo", "offline_pairs"), ("marlhf", "marlhf", "pairs_file")):
+        for key, value in (("comparator", "policy"), ("replay", "all")):
+            with pytest.raises(ConfigError, match=rf"algorithm\.{section}\.{key}={value!r} is not allowed"):
+                load_config(None, [f"algorithm.name={algo}", f"algorithm.{section}.{file_key}={pairs}",
+                                   f"algorithm.{section}.{key}={value}"])
+    with pytest.raises(ConfigError, match=r"algorithm\.marlhf\.pairs_file='nope\.jsonl' is not allowed; expected "
+                                          r"an existing pairs file"):
+        load_config(None, ["algorithm.name=marlhf", "algorithm.marlhf.pairs_file=nope.jsonl"])
