@@ -23,12 +23,14 @@ from typing import TYPE_CHECKING, Any
 from accelerate.utils import gather_object
 
 from comlrl.learn.advantages import AdvantageStats
+from comlrl.learn.algorithms import madpo_pairs, pair_units
 from comlrl.learn.marlhf import MarlhfConfig
+from comlrl.learn.preference import Pair
 from comlrl.learn.preference_file import PairRecord, joint_pairs, read_pairs, step_slice
 from comlrl.learn.replay import PreferenceRounds, replay_draw, replay_quota, round_weights
 from comlrl.learn.units import Unit
 from comlrl.learn.update import UpdateStats, any_sample, train_units
-from comlrl.run.comparators import Comparator, JudgeItem
+from comlrl.run.comparators import Comparator, JudgeItem, make_comparator
 from comlrl.run.outputs import OUTPUTS
 from comlrl.tree.nodes import Node
 
@@ -156,9 +158,6 @@ class PairRounds:
             nodes = [n for root in roots for n in root.walk()]
             units = [replace(u, pairs=tuple(by_node.get(n.id, ()))) for u, n in zip(units, nodes, strict=True)]
         else:
-            from comlrl.learn.algorithms import pair_units
-            from comlrl.learn.preference import Pair
-
             units, groups = pair_units(roots, [Pair(p.node, p.agent, p.winner, p.loser, 0.0) for p in pairs])
         name = self.comparator.name if self.comparator is not None else "task"
         mine = pair_records(pairs, step + 1, acc.process_index, name)
@@ -196,8 +195,6 @@ class PairRounds:
         if self.comparator is None:
             if self.joint:
                 return [RoundPair(n, None, w, lo) for n, u in zip(nodes, units, strict=True) for w, lo in u.pairs]
-            from comlrl.learn.algorithms import madpo_pairs
-
             return [RoundPair(p.node, p.agent, p.winner, p.loser) for p in madpo_pairs(roots, cfg)]
         import torch
 
@@ -253,7 +250,6 @@ def build_rounds(cfg: RunConfig, algorithm: Algorithm, learner: Learner | None) 
     """The run's preference rounds (None unless the algorithm learns from pairs), its comparator built at
     start-up (a bad spec or a missing key fails there, in one line). Earlier rounds come back with `resume`."""
     from comlrl.models import resolve_model_path
-    from comlrl.run.comparators import make_comparator
 
     if algorithm.preference is None or algorithm.options is None or learner is None:
         return None
