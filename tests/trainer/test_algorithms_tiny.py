@@ -1,12 +1,14 @@
 """Each algorithm family trains from its shipped config through the real trainer on the tiny random model,
-and logs the metrics a user of that algorithm reads (two processes: tests/trainer/test_distributed.py)."""
+and logs the metrics a user of that algorithm reads (two processes: tests/trainer/test_distributed.py). The
+runs are in this process (`train_here`: what a run computes is tested here, not its process), except the one
+on vLLM rollouts, whose engine is left in a process of its own."""
 
 from __future__ import annotations
 
 import math
 
 import pytest
-from trainer_helpers import TINY, assert_trained, metrics, train
+from trainer_helpers import TINY, assert_trained, metrics, train, train_here
 
 pytestmark = pytest.mark.slow
 
@@ -28,7 +30,7 @@ def test_madpo_config_trains_on_vllm_rollouts_with_a_kl_term_and_logs_its_pairs(
 
 def test_maac_config_trains_with_a_kl_term_and_logs_its_critic(tmp_path, tiny_model):
     run = tmp_path / "maac"
-    res = train(["--config", "configs/maac_T1_G8.yaml", *SMALL, "training.steps=1", "magrpo.loss.kl_coef=0.05",
+    res = train_here(["--config", "configs/maac_T1_G8.yaml", *SMALL, "training.steps=1", "magrpo.loss.kl_coef=0.05",
                  f"training.output_dir={run}"])
     assert res.returncode == 0, res.stderr[-4000:]
     assert_trained(run)
@@ -41,7 +43,7 @@ def test_iac_with_one_sample_per_node_trains_in_a_tree_and_resumes_its_critic(tm
     run = tmp_path / "iac"
     args = ["--config", "configs/iac_T1_G8.yaml", *SMALL, "magrpo.num_generations=1", "magrpo.num_turns=2",
             "algorithm.critic.gae_lambda=0.5", "training.save_every=1"]
-    res = train([*args, "training.steps=2", f"training.output_dir={run}"])
+    res = train_here([*args, "training.steps=2", f"training.output_dir={run}"])
     assert res.returncode == 0, res.stderr[-4000:]
     assert_trained(run)
     steps = [r for r in metrics(run) if r["step"] > 0]
@@ -51,7 +53,7 @@ def test_iac_with_one_sample_per_node_trains_in_a_tree_and_resumes_its_critic(tm
         assert math.isfinite(r["value/mse"]) and "value/explained_variance" in r
     assert steps[0]["value/mean"] == 0.0 and steps[1]["value/mean"] != 0.0  # the critic learned in step 1
     assert (run / "checkpoints" / "step-1" / "weights" / "value_heads.pt").is_file()
-    res = train([*args, "training.steps=3", "--resume", str(run)])
+    res = train_here([*args, "training.steps=3", "--resume", str(run)])
     assert res.returncode == 0, res.stderr[-4000:]
     resumed = metrics(run)[-1]
     # the heads came back from the checkpoint: fresh (zero) heads would value every state at exactly 0
@@ -68,7 +70,7 @@ def test_madpo_trains_offline_on_exported_pairs_and_refuses_a_bad_file(tmp_path,
             for i in range(6)]
     pairs.write_text("".join(json.dumps(r) + "\n" for r in rows))
     run = tmp_path / "offline"
-    res = train(["--config", "configs/madpo_T1_G8.yaml", *SMALL, "training.steps=3",
+    res = train_here(["--config", "configs/madpo_T1_G8.yaml", *SMALL, "training.steps=3",
                  f"algorithm.dpo.offline_pairs={pairs}", f"training.output_dir={run}"])
     assert res.returncode == 0, res.stderr[-4000:]
     steps = [r for r in metrics(run) if r["step"] > 0]
@@ -76,7 +78,7 @@ def test_madpo_trains_offline_on_exported_pairs_and_refuses_a_bad_file(tmp_path,
     assert steps[0]["dpo/loss"] == pytest.approx(math.log(2.0)) and steps[-1]["dpo/margin"] > 0
     assert all(r["grad_norm"] > 0 for r in steps) and "reward_mean" not in steps[0]  # no rollout
     pairs.write_text(json.dumps(rows[0]) + "\n" + '{"prompt": []}\n')
-    bad = train(["--config", "configs/madpo_T1_G8.yaml", *SMALL, f"algorithm.dpo.offline_pairs={pairs}",
+    bad = train_here(["--config", "configs/madpo_T1_G8.yaml", *SMALL, f"algorithm.dpo.offline_pairs={pairs}",
                  f"training.output_dir={tmp_path / 'bad'}"])
     assert bad.returncode != 0
     assert f"config error: algorithm.dpo.offline_pairs: {pairs}:2: 'prompt' must be a non-empty list" in bad.stderr
@@ -86,7 +88,7 @@ def test_centralized_config_trains_one_policy_whose_completion_is_split_into_rol
     import json
 
     run = tmp_path / "centralized"
-    res = train(["--config", "configs/centralized_T1_G8.yaml", *SMALL, "training.steps=1", "magrpo.num_turns=2",
+    res = train_here(["--config", "configs/centralized_T1_G8.yaml", *SMALL, "training.steps=1", "magrpo.num_turns=2",
                  f"training.output_dir={run}"])
     assert res.returncode == 0, res.stderr[-4000:]
     # the random model never closes a section, so the helper's part is the answer prefix and random tokens up
@@ -107,7 +109,7 @@ def test_a_q_critic_trains_its_heads_on_the_states_after_the_actions(tmp_path, t
     """algorithm.critic.kind=q: zero heads at step 1, a learned Q (its heads read each completion's end) by
     step 2, and the actor trained on target - mean Q of the sampled actions."""
     run = tmp_path / algo
-    res = train(["--config", f"configs/{algo}_T1_G8.yaml", *SMALL, "training.steps=2", "algorithm.critic.kind=q",
+    res = train_here(["--config", f"configs/{algo}_T1_G8.yaml", *SMALL, "training.steps=2", "algorithm.critic.kind=q",
                  f"training.output_dir={run}"])
     assert res.returncode == 0, res.stderr[-4000:]
     assert_trained(run)
@@ -120,7 +122,8 @@ def test_marlhf_config_trains_its_reward_heads_and_logs_both_rewards(tmp_path, t
     """Two steps of the shipped config on the tiny model: the pairs' accuracy (read before each update, on
     pairs the heads never trained on), the learned reward beside the task's, the heads saved with the run."""
     run = tmp_path / "marlhf"
-    res = train(["--config", "configs/marlhf_T1_G8.yaml", *SMALL, "training.steps=2", f"training.output_dir={run}"])
+    res = train_here(["--config", "configs/marlhf_T1_G8.yaml", *SMALL, "training.steps=2",
+                      f"training.output_dir={run}"])
     assert res.returncode == 0, res.stderr[-4000:]
     steps = [r for r in metrics(run) if r["step"] > 0]
     # step 1: the zero heads tie every joint action, so only they train; from step 2 the policy does too

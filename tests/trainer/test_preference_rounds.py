@@ -1,6 +1,7 @@
 """Preference rounds through the real trainer on the tiny model (comlrl/run/rounds.py): madpo judged by its own
 policy and replaying every earlier round, kept in pairs.jsonl across a resume; marlhf judged by a chat model
-behind a real OpenAI-compatible server on loopback, replaying with decay."""
+behind a real OpenAI-compatible server on loopback, replaying with decay. The runs are in this process
+(`train_here`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections import Counter
 
 import pytest
 from llm_server import JudgeServer
-from trainer.trainer_helpers import TINY, metrics, train
+from trainer.trainer_helpers import TINY, metrics, train_here
 
 from comlrl.learn.preference_file import read_pairs
 
@@ -24,7 +25,7 @@ def _rounds(run) -> Counter:
 
 def test_madpo_judged_by_its_policy_replays_every_earlier_round_and_a_resume_keeps_them(tmp_path, tiny_model):
     run = tmp_path / "madpo"
-    res = train([*ARGS, "algorithm.name=madpo", "algorithm.dpo.comparator=policy", "algorithm.dpo.replay=all",
+    res = train_here([*ARGS, "algorithm.name=madpo", "algorithm.dpo.comparator=policy", "algorithm.dpo.replay=all",
                  "training.steps=3", f"training.output_dir={run}"])
     assert res.returncode == 0, res.stderr[-4000:]
     steps = [r for r in metrics(run) if r["step"] > 0]
@@ -39,7 +40,7 @@ def test_madpo_judged_by_its_policy_replays_every_earlier_round_and_a_resume_kee
     # the kept pairs are the export's format: offline DPO reads them as they are
     assert len(read_pairs(run / "pairs.jsonl", 2)) == sum(labeled)
 
-    again = train(["--resume", str(run / "checkpoints" / "step-2"), "training.steps=4"])
+    again = train_here(["--resume", str(run / "checkpoints" / "step-2"), "training.steps=4"])
     assert again.returncode == 0, again.stderr[-4000:]
     after = {r["step"]: r for r in metrics(run)}
     kept = _rounds(run)
@@ -51,7 +52,7 @@ def test_madpo_judged_by_its_policy_replays_every_earlier_round_and_a_resume_kee
 def test_marlhf_judged_by_a_chat_model_trains_its_heads_on_its_and_earlier_joint_pairs(tmp_path, tiny_model):
     run = tmp_path / "marlhf"
     with JudgeServer(prefers=lambda a, b: len(a) >= len(b)) as judge:  # the longer joint answer (ties: A)
-        res = train([*ARGS, "algorithm.name=marlhf", "algorithm.marlhf.task_weight=0.5",
+        res = train_here([*ARGS, "algorithm.name=marlhf", "algorithm.marlhf.task_weight=0.5",
                      "algorithm.marlhf.replay=decay", "algorithm.marlhf.replay_lambda=0.5",
                      f"algorithm.marlhf.comparator=llm:openai-compatible:judge@{judge.base_v1}",
                      "training.steps=2", f"training.output_dir={run}"])
@@ -76,7 +77,7 @@ def test_marlhf_judged_by_a_chat_model_trains_its_heads_on_its_and_earlier_joint
     # the kept joint pairs train another run's reward heads (algorithm.marlhf.pairs_file): one pass in 2 steps,
     # none of its own siblings paired, the policy trained on the rollout
     other = tmp_path / "from_file"
-    res = train([*ARGS, "algorithm.name=marlhf", "algorithm.marlhf.task_weight=0.5",
+    res = train_here([*ARGS, "algorithm.name=marlhf", "algorithm.marlhf.task_weight=0.5",
                  f"algorithm.marlhf.pairs_file={run / 'pairs.jsonl'}", "training.steps=2",
                  f"training.output_dir={other}"])
     assert res.returncode == 0, res.stderr[-4000:]

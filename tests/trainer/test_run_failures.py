@@ -52,9 +52,14 @@ def test_ctrl_c_mid_run_is_one_line_exit_130_and_the_checkpoint_resumes(tmp_path
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
     assert err.strip().splitlines()[-1] == (f"interrupted during step {k + 1}; checkpoint step-{k} is intact; "
                                             f"resume with --resume {run}")
+    # `--resume DIR` alone: DIR/config.yaml (the tiny model, 48 tokens, not the defaults), an override on top
     again = train(["--resume", str(run), f"training.steps={k + 1}"])  # the intact checkpoint resumes
     assert again.returncode == 0, again.stderr[-3000:]
-    assert f"(step {k})" in again.stderr and [r["step"] for r in metrics(run)] == list(range(k + 2))
+    assert "resumed from" in again.stderr and f"(step {k})" in again.stderr, again.stderr[-3000:]
+    assert [r["step"] for r in metrics(run)] == list(range(k + 2))
+    saved = (run / "config.yaml").read_text()
+    assert "name: tiny-random" in saved and "max_new_tokens: 48" in saved and f"steps: {k + 1}" in saved
+    assert (run / "checkpoints" / f"step-{k + 1}" / "meta.json").is_file()
 
 
 @pytest.mark.slow
@@ -91,26 +96,6 @@ def test_a_run_that_fails_before_its_first_step_leaves_nothing_that_blocks_a_rer
     assert ok.returncode == 0, ok.stderr[-3000:]
     assert [r["step"] for r in metrics(run)] == [0, 1] and (run / "notes.txt").read_text() == "the user's own file"
     assert any(line.startswith("done: 1 step; outputs in") for line in ok.stdout.splitlines()), ok.stdout
-
-
-@pytest.mark.slow
-def test_resume_of_a_finished_run_says_so_and_changes_nothing(tmp_path, tiny_model):
-    run = tmp_path / "run"
-    first = train([*ARGS, "training.steps=2", f"training.output_dir={run}"])
-    assert first.returncode == 0, first.stderr[-3000:]
-    before = _files(run)
-    lower = train(["--resume", str(run), "training.steps=1"])
-    assert lower.returncode == 2, lower.stderr[-3000:]
-    assert lower.stderr.strip().splitlines() == [
-        f"config error: training.steps=1 is below the 2 steps {run} has trained; a run is not cut back: pass "
-        "training.steps=3 or more to train further, or start a new run in another training.output_dir"]
-    same = train(["--resume", str(run)])
-    assert same.returncode == 0, same.stderr[-3000:]
-    assert same.stdout.strip().splitlines() == [
-        f"nothing to do: {run} has trained all 2 steps of training.steps=2; pass training.steps=3 or more to "
-        "train further"]
-    assert "sandbox" not in same.stderr and "sandbox" not in lower.stderr  # nothing was loaded
-    assert _files(run) == before  # config.yaml, metrics, trees, checkpoints, plots: byte for byte
 
 
 @pytest.mark.parametrize("where", ["/sys/kernel/comlrl-run", "/proc/comlrl-run"])
@@ -204,6 +189,7 @@ def test_checkpoints_by_default_a_truncated_one_is_one_line_and_an_earlier_one_r
                    f"training.output_dir={run}"])
     assert first.returncode == 0, first.stderr[-3000:]
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-2", "step-3"]
+    _resume_of_the_finished_run_says_so_and_changes_nothing(run)
     optimizer = run / "checkpoints" / "step-3" / "optimizer.pt"
     size = optimizer.stat().st_size
     optimizer.write_bytes(optimizer.read_bytes()[: size // 2])
@@ -217,3 +203,21 @@ def test_checkpoints_by_default_a_truncated_one_is_one_line_and_an_earlier_one_r
     assert again.returncode == 0, again.stderr[-3000:]
     assert "(step 2)" in again.stderr and [r["step"] for r in metrics(run)] == [0, 1, 2, 3, 4]
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-3", "step-4"]  # step-3 written anew
+
+
+def _resume_of_the_finished_run_says_so_and_changes_nothing(run: Path) -> None:
+    """A resume with a lower step count is refused, one with the same count has nothing to do; neither loads
+    anything or touches a file (on the checkpoint test's finished 3-step run: one run less to train)."""
+    before = _files(run)
+    lower = train(["--resume", str(run), "training.steps=1"])
+    assert lower.returncode == 2, lower.stderr[-3000:]
+    assert lower.stderr.strip().splitlines() == [
+        f"config error: training.steps=1 is below the 3 steps {run} has trained; a run is not cut back: pass "
+        "training.steps=4 or more to train further, or start a new run in another training.output_dir"]
+    same = train(["--resume", str(run)])
+    assert same.returncode == 0, same.stderr[-3000:]
+    assert same.stdout.strip().splitlines() == [
+        f"nothing to do: {run} has trained all 3 steps of training.steps=3; pass training.steps=4 or more to "
+        "train further"]
+    assert "sandbox" not in same.stderr and "sandbox" not in lower.stderr  # nothing was loaded
+    assert _files(run) == before  # config.yaml, metrics, trees, checkpoints, plots: byte for byte

@@ -1,5 +1,6 @@
 """End-to-end training runs of the real trainer on the tiny random model, with the tests' signal reward
-(trainer_helpers.SIGNAL) next to the real code reward."""
+(trainer_helpers.SIGNAL) next to the real code reward; in this process (`train_here`), but the run that is
+killed."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import math
 import pytest
 import torch
 from safetensors.torch import load_file
-from trainer_helpers import TINY, metrics, train
+from trainer_helpers import TINY, metrics, train_here
 
 pytestmark = pytest.mark.slow
 
@@ -27,8 +28,8 @@ def two_step_run(tmp_path_factory, tiny_model):
     def get(mode):
         if mode not in done:
             run = tmp_path_factory.mktemp(mode) / mode
-            done[mode] = run, train(["--config", f"configs/{mode}_T2_G4.yaml", *TINY, "training.steps=2",
-                                     f"training.output_dir={run}"])
+            done[mode] = run, train_here(["--config", f"configs/{mode}_T2_G4.yaml", *TINY, "training.steps=2",
+                                          f"training.output_dir={run}"])
         return done[mode]
 
     return get
@@ -80,8 +81,8 @@ def test_final_adapters_load_with_plain_peft(two_step_run, tiny_model):
 def test_early_termination_prunes_and_is_logged(tmp_path, tiny_model):
     run = tmp_path / "p"
     # tiny-random never passes a test: reward = levels (>= 0) + distinct characters / 100 > 0; threshold 0 prunes
-    res = train(["--config", "configs/align_T2_G4.yaml", *TINY, "training.steps=1", f"training.output_dir={run}",
-                 "magrpo.early_termination_threshold=0.0"])
+    res = train_here(["--config", "configs/align_T2_G4.yaml", *TINY, "training.steps=1",
+                      f"training.output_dir={run}", "magrpo.early_termination_threshold=0.0"])
     assert res.returncode == 0, res.stderr[-3000:]
     r = metrics(run)[1]
     assert r["turn_1/nodes"] == 1 and r["pruned"] == 1 and r["nodes"] == 1 and r["turn_1/pruned_frac"] == 1.0
@@ -98,7 +99,8 @@ def test_resume_after_kill_matches_uninterrupted_run(tmp_path, tiny_model):
     common = ["--config", "configs/align_T2_G4.yaml", *TINY, "training.steps=4", "training.save_every=2",
               "evaluation.samples=0", "evaluation.probe_problems=0"]  # greedy evaluations: eval/pass_at_1 compared
     full = tmp_path / "full"
-    assert train([*common, f"training.output_dir={full}"]).returncode == 0
+    assert train_here([*common, f"training.output_dir={full}"]).returncode == 0  # in this process; the killed
+    # run in a process of its own
     part = tmp_path / "part"
     proc = subprocess.Popen([sys.executable, str(ENTRY), *common, f"training.output_dir={part}"], cwd=ROOT,
                             env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -108,7 +110,7 @@ def test_resume_after_kill_matches_uninterrupted_run(tmp_path, tiny_model):
         time.sleep(0.2)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    res = train([*common, "--resume", str(part)])
+    res = train_here([*common, "--resume", str(part)])
     assert res.returncode == 0, res.stderr[-3000:]
     a, b = metrics(full), metrics(part)
     assert [r["step"] for r in b] == [0, 1, 2, 3, 4]
@@ -123,8 +125,8 @@ def test_resume_after_kill_matches_uninterrupted_run(tmp_path, tiny_model):
 def test_comlrl_compat_config_trains_in_crossed_mode(tmp_path, tiny_model):
     """The shipped CoMLRL config runs end to end with its spelling `crossed` (sum credit, seq_sum loss)."""
     run = tmp_path / "compat"
-    res = train(["--config", "configs/comlrl_compat.yaml", *TINY, "magrpo.joint_mode=crossed",
-                 "magrpo.num_generations=2", "training.steps=1", f"training.output_dir={run}"])
+    res = train_here(["--config", "configs/comlrl_compat.yaml", *TINY, "magrpo.joint_mode=crossed",
+                      "magrpo.num_generations=2", "training.steps=1", f"training.output_dir={run}"])
     assert res.returncode == 0, res.stderr[-3000:]
     [_, step] = metrics(run)
     assert step["joint_actions"] > 4 and step["samples"] > 0 and math.isfinite(step["loss"])  # 4 per node

@@ -65,6 +65,38 @@ def train(args: list[str], launcher: list[str] | None = None, timeout: int = 900
     return subprocess.run(cmd, cwd=ROOT, env=e, capture_output=True, text=True, timeout=timeout)
 
 
+def train_here(args: list[str]) -> subprocess.CompletedProcess:
+    """`comlrl-train args` in this test process: what `train` gives (exit status, stdout, stderr), without a
+    fresh interpreter importing torch, transformers and peft again (about 5 s a run). For tests of what a run
+    computes and writes; a test of the process itself (signals, a launcher, the environment it reads, its log
+    lines: pytest's own handler holds those in here) uses `train`."""
+    import contextlib
+    import io
+    import logging
+    import warnings
+
+    import torch
+
+    from comlrl.cli.train import main
+    from comlrl.console import CHATTY_LOGGERS, OUR_LOGGERS
+
+    # what a run sets for its process (environment, warning filters, logger levels, torch's threads) is put
+    # back: the tests that run after this one in this worker see the process as it was
+    environ, threads = dict(os.environ), torch.get_num_threads()
+    levels = {name: logging.getLogger(name).level for name in (*OUR_LOGGERS, *CHATTY_LOGGERS, "vllm")}
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            status = main(list(args))
+    finally:
+        os.environ.clear()
+        os.environ.update(environ)
+        torch.set_num_threads(threads)
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+    return subprocess.CompletedProcess(["comlrl-train", *args], status, out.getvalue(), err.getvalue())
+
+
 def metrics(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
