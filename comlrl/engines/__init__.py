@@ -68,12 +68,16 @@ class RolloutConfig:
     # truncated importance sampling: each token's loss is weighted by min(pi_train / pi_engine, cap) when
     # the engine's log-probs differ from the trainer's (vllm); null = no correction (the gap is still logged)
     is_cap: float | None = 2.0
+    # signal-seeking groups: a last-turn node whose joint actions all score alike (no advantage for a centring
+    # estimator) is drawn again, G fresh samples per agent, up to this many times; 0 = the fixed tree
+    redraw_tied: int = 0
     vllm: VLLMSettings = field(default_factory=VLLMSettings)
     server: ServerSettings = field(default_factory=ServerSettings)
     atropos: AtroposSettings = field(default_factory=AtroposSettings)
 
     def check(self) -> None:
         require(self.is_cap is None or self.is_cap >= 1.0, "rollout.is_cap", self.is_cap, "a number >= 1 or null")
+        require(self.redraw_tied >= 0, "rollout.redraw_tied", self.redraw_tied, "an integer >= 0 (0 = never)")
         v, s = self.vllm, self.server
         require(v.kv_cache_gib >= 1, "rollout.vllm.kv_cache_gib", v.kv_cache_gib, "an integer >= 1")
         require(0 < v.gpu_memory_utilization <= 1, "rollout.vllm.gpu_memory_utilization", v.gpu_memory_utilization,

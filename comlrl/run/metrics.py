@@ -144,6 +144,7 @@ class StepSums(Sums):
     engine_tokens: float = 0.0
     vs_start: float = 0.0  # over trees with a start reward: turn-1 reward minus the untrained policy's
     vs_start_trees: float = 0.0
+    draws: DrawSums = field(default_factory=lambda: DrawSums())
     algorithm: dict[str, float] = field(default_factory=dict)  # the algorithm's metrics: `<name>`, `<name>/n`
 
     def means(self, world: int) -> dict[str, float]:
@@ -170,10 +171,48 @@ class StepSums(Sums):
             out["rollout/kl_engine_train"] = self.engine_kl / self.engine_tokens
         out.update({name: _ratio(total, self.algorithm[f"{name}/n"]) for name, total in self.algorithm.items()
                     if not name.endswith("/n")})
+        out.update(self.draws.means())
         out["gen_seconds"] = self.gen_seconds / world
         out["score_seconds"] = self.score_seconds / world
         out["feedback_seconds"] = self.feedback_seconds / world
         out["tokens_per_s"] = self.gen_tokens / max(1e-9, self.gen_seconds / world)
+        return out
+
+
+@dataclass
+class DrawSums(Sums):
+    """What the step's sampling bought: completions generated (redraws included) against those in a sibling
+    group with signal, and the redraws of tied last-turn nodes (`rollout.redraw_tied`)."""
+
+    generated: float = 0.0  # completions sampled, the discarded draws of tied nodes included
+    groups: float = 0.0  # sibling groups given advantages (none under madpo and marlhf's heads: they train pairs)
+    with_signal: float = 0.0  # completions in an advantage group that trains (not tied)
+    redraws: float = 0.0  # draws beyond each node's first
+    redrawn: float = 0.0  # nodes drawn more than once
+    recovered: float = 0.0  # of those, the ones whose kept draw does not tie
+
+    @staticmethod
+    def of(roots: Iterable[Node]) -> DrawSums:
+        """Counted on the trees after the advantages were assigned (a node without them counts no signal)."""
+        out = DrawSums()
+        for root in roots:
+            for node in root.walk():
+                size = sum(len(row) for row in node.completions)
+                out.generated += size * (1 + node.redraws)
+                out.groups += len(node.advantages)
+                out.with_signal += sum(len(adv) for adv in node.advantages if adv is not None)
+                if node.redraws:
+                    out.redraws += node.redraws
+                    out.redrawn += 1
+                    out.recovered += max(node.rewards) - min(node.rewards) > 1e-12
+        return out
+
+    def means(self) -> dict[str, float]:
+        """`signal_share` on steps that assign advantages; the `redraw/*` counts on steps that redrew."""
+        out = {"signal_share": self.with_signal / self.generated} if self.groups and self.generated else {}
+        if self.redrawn:
+            out.update({"redraw/draws": int(self.redraws), "redraw/nodes": int(self.redrawn),
+                        "redraw/recovered": int(self.recovered)})
         return out
 
 

@@ -35,7 +35,7 @@ from comlrl.run.checkpoint import (
 )
 from comlrl.run.components import Components, build
 from comlrl.run.evaluation import Evaluator
-from comlrl.run.metrics import StepSums, leaves, mean_root_returns, turn_sums
+from comlrl.run.metrics import DrawSums, StepSums, leaves, mean_root_returns, turn_sums
 from comlrl.run.outputs import (
     RUN_OUTPUTS,
     RunWriter,
@@ -82,7 +82,7 @@ def training_step(comp: Components, step: int, start_rewards: dict[str, float] |
     problems = _step_problems(comp, step)
     rollout = comp.rollout(problems, label=f"step {step + 1}")
     roots = rollout.run(TreeShape(m.num_agents, m.num_generations, m.num_turns, m.joint_mode,
-                                  m.early_termination_threshold), tag="")
+                                  m.early_termination_threshold, redraws=comp.cfg.rollout.redraw_tied), tag="")
     for root in roots:
         backup_returns(root, m.discount)
     t_rollout = time.perf_counter() - t0
@@ -147,7 +147,8 @@ def _step_sums(comp: Components, roots: list[Node], problems: list, rollout: Rol
         feedback_seconds=rollout.feedback_seconds, adv_groups=update.groups.groups,
         adv_groups_skipped=update.groups.skipped, algorithm=dict(update.metrics),
         samples=update.samples, loss=update.loss, engine_abs_gap=update.engine_abs_gap, engine_kl=update.engine_kl,
-        engine_tokens=update.engine_tokens, vs_start=sum(vs_start, 0.0), vs_start_trees=len(vs_start))
+        engine_tokens=update.engine_tokens, vs_start=sum(vs_start, 0.0), vs_start_trees=len(vs_start),
+        draws=DrawSums.of(roots))
     return local.reduced(lambda values: sum_over_ranks(comp.accelerator, values))
 
 

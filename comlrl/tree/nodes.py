@@ -53,6 +53,7 @@ class Node:
     state: Any = None  # the task's environment this turn acts on (None: the task keeps none)
     next_states: list[Any] = field(default_factory=list)  # per joint action, the state it leaves (a child's `state`)
     problem: str | None = None  # on a root: its problem's id (`Task.problem_id`; trees.jsonl puts it on every node)
+    redraws: int = 0  # times its tied joint actions were drawn again (`rollout.redraw_tied`), the last draw kept
 
     def child_id(self, action: int) -> str:
         return f"{self.id}.{action}"

@@ -9,7 +9,8 @@ Schema versions: 1 is the unmarked line written before this type existed, whose 
 counts and helper flags but no pass verdict; version 2 (`"schema": 2` first) records `all_passed` and
 `notes`. Both load; a version-1 detail gets the verdict export gave it (`success` component, else every
 test passed). `problem` (the id of the problem the node's tree is about, `Task.problem_id`) came later within
-version 2: a line without it loads with None, and a reader that predates it ignores it.
+version 2: a line without it loads with None, and a reader that predates it ignores it; so did `redraws` (how
+many times a tied last-turn node was drawn again, `rollout.redraw_tied`), written only where it is not 0.
 """
 
 from __future__ import annotations
@@ -117,6 +118,7 @@ class NodeRecord:
     pruned: bool  # stopped early by the threshold
     children: dict[int, str]  # joint-action index -> child node id
     problem: str | None = None  # the id of the problem the tree is about (`Task.problem_id`); None: not known
+    redraws: int = 0  # times the node's tied joint actions were drawn again (`rollout.redraw_tied`); the last kept
 
     @property
     def actions(self) -> tuple[JointActionRecord, ...]:
@@ -140,6 +142,7 @@ class NodeRecord:
             "rewards": self.rewards, "returns": self.returns, "advantages": self.advantages,
             "reward_details": [None if d is None else d.to_json() for d in self.reward_details],
             "pruned": self.pruned, "children": {str(j): c for j, c in self.children.items()},
+            **({"redraws": self.redraws} if self.redraws else {}),  # written only where a node was drawn again
         }
 
     def to_line(self) -> str:
@@ -165,6 +168,9 @@ class NodeRecord:
         _need(isinstance(d["turn"], int), "turn", "an integer")
         problem = d.get("problem")  # absent from lines written before it
         _need(problem is None or isinstance(problem, str), "problem", "a string or null")
+        redraws = d.get("redraws", 0)  # absent where the node was drawn once
+        _need(isinstance(redraws, int) and not isinstance(redraws, bool) and redraws >= 0, "redraws",
+              "an integer >= 0")
         _need(_is_chats(d["prompts"]), "prompts", "per agent a list of {role, content} messages")
         _need(_is_grid(d["completions"], str), "completions", "per agent a list of strings")
         _need(_is_grid(d["joint_actions"], int), "joint_actions", "per joint action a list of integers")
@@ -191,7 +197,7 @@ class NodeRecord:
             d["step"], d["id"], d["parent"], d["parent_action"], d["turn"], d["tree"], d["prompts"], d["completions"],
             d["joint_actions"], rewards, returns, d["advantages"],
             [RewardRecord.from_json(x, version, f"reward_details[{j}]") for j, x in enumerate(details)],
-            d["pruned"], {int(k): v for k, v in kids.items()}, problem,
+            d["pruned"], {int(k): v for k, v in kids.items()}, problem, redraws,
         )
 
 
@@ -229,7 +235,7 @@ def node_records(roots: Sequence[Node], step: int, prefix: str, num_agents: int)
                 advantages=node.advantages,
                 reward_details=[None if d is None else RewardRecord.of(d) for d in node.details],
                 pruned=node.terminated, children={j: f"{prefix}{c.id}" for j, c in node.children.items()},
-                problem=root.problem,
+                problem=root.problem, redraws=node.redraws,
             ))
     return out
 

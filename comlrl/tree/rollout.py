@@ -47,6 +47,8 @@ class TreeShape:
     # samples per agent at turns after the first (None: num_generations). 1 makes k independent chains
     # from one root of k samples: the evaluation's sampled chains, whose turn-1 prompt is then shared.
     later_generations: int | None = None
+    # a last-turn node whose joint actions all score alike is drawn again, up to this many times (0: never)
+    redraws: int = 0
 
     def generations(self, turn: int) -> int:
         """G at `turn` (1-based)."""
@@ -73,21 +75,9 @@ def expand_trees(
         if not level:
             break
         actions = joint_actions(shape.num_agents, shape.generations(turn), shape.joint_mode)
-        requests = [(a, node.messages[a]) for node in level for a in range(shape.num_agents)]
-        outputs = generate(requests, shape.generations(turn))
-        if len(outputs) != len(requests):
-            raise RuntimeError(f"generate returned {len(outputs)} results for {len(requests)} requests")
-        for i, node in enumerate(level):
-            node.completions = [list(outputs[i * shape.num_agents + a]) for a in range(shape.num_agents)]
-            node.joint = list(actions)
-        pairs = [(node, action) for node in level for action in actions]
-        scored = score(pairs)
-        for i, node in enumerate(level):
-            chunk = scored[i * len(actions) : (i + 1) * len(actions)]
-            node.rewards = [float(s.reward) for s in chunk]
-            node.details = [s.detail for s in chunk]
-            node.next_states = [s.next_state for s in chunk]
+        draw(level, shape.num_agents, shape.generations(turn), actions, generate, score)
         if turn == shape.num_turns:  # last-turn nodes are leaves anyway: nothing to prune
+            redraw_tied(level, shape, actions, generate, score)
             break
         for node in level:
             node.terminated = should_terminate(node.rewards, shape.threshold)
@@ -100,6 +90,45 @@ def expand_trees(
             node.children[j] = child
             level.append(child)
     return roots
+
+
+def draw(nodes: list[Node], num_agents: int, g: int, actions: list[tuple[int, ...]], generate: GenerateFn,
+         score: ScoreFn) -> None:
+    """Sample `g` completions per agent of every node in one call, then score every joint action in one call;
+    fills (or replaces) the nodes' completions, joint actions, rewards, details and next states."""
+    requests = [(a, node.messages[a]) for node in nodes for a in range(num_agents)]
+    outputs = generate(requests, g)
+    if len(outputs) != len(requests):
+        raise RuntimeError(f"generate returned {len(outputs)} results for {len(requests)} requests")
+    for i, node in enumerate(nodes):
+        node.completions = [list(outputs[i * num_agents + a]) for a in range(num_agents)]
+        node.joint = list(actions)
+    scored = score([(node, action) for node in nodes for action in actions])
+    for i, node in enumerate(nodes):
+        chunk = scored[i * len(actions) : (i + 1) * len(actions)]
+        node.rewards = [float(s.reward) for s in chunk]
+        node.details = [s.detail for s in chunk]
+        node.next_states = [s.next_state for s in chunk]
+
+
+def tied(rewards: Sequence[float]) -> bool:
+    """Every joint action scored alike: the group's centred advantages are all zero (no signal)."""
+    return max(rewards) - min(rewards) <= 1e-12
+
+
+def redraw_tied(level: list[Node], shape: TreeShape, actions: list[tuple[int, ...]], generate: GenerateFn,
+                score: ScoreFn) -> None:
+    """Signal-seeking groups (`rollout.redraw_tied`): each last-turn node whose joint actions tie is drawn again
+    (G fresh samples per agent, the tied draw discarded), up to `shape.redraws` times, until its rewards
+    differ. The group keeps its size, so the advantages are computed as for any node; the redraws a node
+    took are counted on it (`Node.redraws`), their completions generated and scored for nothing kept."""
+    for _ in range(shape.redraws):
+        again = [node for node in level if tied(node.rewards)]
+        if not again:
+            return
+        draw(again, shape.num_agents, shape.generations(again[0].turn), actions, generate, score)
+        for node in again:
+            node.redraws += 1
 
 
 class Engine(Protocol):
@@ -126,7 +155,7 @@ class Rollout:
         self.task, self.transition, self.engine = task, transition, engine
         self.problems, self.greedy, self.label = problems, greedy, label
         self.phase, self.on_done = phase, on_done
-        self.turn = 0
+        self.turn = 1  # the turn being expanded (a redraw of the last turn's tied nodes generates at it again)
         self.gen_tokens = 0
         self.gen_seconds = 0.0
         self.score_seconds = 0.0
@@ -137,7 +166,6 @@ class Rollout:
             self.phase(f"{self.label} turn {self.turn}: {doing}")
 
     def generate(self, requests: list[tuple[int, Messages]], n: int) -> list[list[Any]]:
-        self.turn += 1  # the expander generates once per turn, for every open node of every tree
         self._phase(f"generating {len(requests) * n}")
         t0 = time.perf_counter()
         out = self.engine.generate(requests, n, greedy=self.greedy)
@@ -166,6 +194,7 @@ class Rollout:
         out = self.transition.next_messages(self.task, paths)
         out = [self._prefixed(self.problems[node.root], msgs) for (node, _), msgs in zip(pairs, out, strict=True)]
         self.feedback_seconds += time.perf_counter() - t0
+        self.turn += 1  # the expander asks for the next turn's prompts once per turn, then generates at it
         return out
 
     def _prefixed(self, problem: Any, messages: list[Messages]) -> list[Messages]:

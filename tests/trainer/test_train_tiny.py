@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 from safetensors.torch import load_file
-from trainer_helpers import TINY, metrics, train_here
+from trainer_helpers import SIGNAL, TINY, metrics, train_here
 
 pytestmark = pytest.mark.slow
 
@@ -131,3 +131,25 @@ def test_comlrl_compat_config_trains_in_crossed_mode(tmp_path, tiny_model):
     [_, step] = metrics(run)
     assert step["joint_actions"] > 4 and step["samples"] > 0 and math.isfinite(step["loss"])  # 4 per node
     assert "joint_mode: cross" in (run / "config.yaml").read_text()
+
+
+def test_redraws_of_tied_last_turn_nodes_are_counted_in_the_metrics_and_the_trees(tmp_path, tiny_model):
+    """rollout.redraw_tied through the real trainer: without the signal reward the random model's code scores
+    alike on most nodes; the last turn's tied nodes are drawn again (at most twice), the first turn's never,
+    and metrics.jsonl and trees.jsonl agree on every count."""
+    run = tmp_path / "redraw"
+    args = [a for a in TINY if a != SIGNAL]
+    res = train_here(["--config", "configs/align_T2_G4.yaml", *args, "training.steps=1", "rollout.redraw_tied=2",
+                      "evaluation.samples=0", "evaluation.probe_problems=0", f"training.output_dir={run}"])
+    assert res.returncode == 0, res.stderr[-3000:]
+    step = metrics(run)[1]
+    trees = [json.loads(x) for x in (run / "trees.jsonl").read_text().splitlines()]
+    redrawn = [t for t in trees if t.get("redraws")]
+    assert redrawn and all(t["turn"] == 2 and 1 <= t["redraws"] <= 2 for t in redrawn)
+    assert step.get("redraw/nodes", 0) == len(redrawn) and step.get("redraw/draws", 0) == sum(
+        t["redraws"] for t in redrawn)
+    # a node given up after two redraws still ties; one that stopped early does not
+    assert step.get("redraw/recovered", 0) == sum(max(t["rewards"]) - min(t["rewards"]) > 1e-12 for t in redrawn)
+    generated = sum(2 * 4 * (1 + t.get("redraws", 0)) for t in trees)
+    trained = sum(len(a) for t in trees for a in t["advantages"] if a is not None)
+    assert step["signal_share"] == pytest.approx(trained / generated)
