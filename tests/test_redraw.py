@@ -7,9 +7,9 @@ import pytest
 
 from comlrl.learn.advantages import assign_advantages
 from comlrl.run.metrics import DrawSums
-from comlrl.tree.nodes import backup_returns
+from comlrl.tree.nodes import backup_returns, tied
 from comlrl.tree.records import NodeRecord, node_records
-from comlrl.tree.rollout import Scored, TreeShape, expand_trees, make_roots, tied
+from comlrl.tree.rollout import Scored, TreeShape, expand_trees, make_roots
 
 
 def grow(rewards_by_draw: dict[str, list[list[float]]], *, redraws: int, turns: int = 1, g: int = 2,

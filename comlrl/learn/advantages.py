@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from comlrl.tree.nodes import Node
+from comlrl.tree.nodes import Node, tied
 
 SCALES = ("group", "none")
 CREDITS = ("mean", "sum")
@@ -90,7 +90,7 @@ def group_advantages(
     if scale not in SCALES:
         raise ValueError(f"scale={scale!r}; expected one of {SCALES}")
     estimator = ESTIMATORS[baseline]
-    if max(values) - min(values) <= 1e-12 and (estimator.centres or scale == "group" or not any(values)):
+    if tied(values) and (estimator.centres or scale == "group" or not any(values)):
         return None
     centred = estimator.centre(values)
     if scale == "group":

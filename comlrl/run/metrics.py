@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypeVar
 
-from comlrl.tree.nodes import Node
+from comlrl.tree.nodes import Node, tied
 
 S = TypeVar("S", bound="Sums")
 NAN = float("nan")
@@ -204,7 +204,7 @@ class DrawSums(Sums):
                 if node.redraws:
                     out.redraws += node.redraws
                     out.redrawn += 1
-                    out.recovered += max(node.rewards) - min(node.rewards) > 1e-12
+                    out.recovered += not tied(node.rewards)
         return out
 
     def means(self) -> dict[str, float]:

@@ -9,7 +9,7 @@ nodes). Every joint action of a node that continues gets a child node for the ne
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +30,12 @@ def joint_actions(num_agents: int, num_generations: int, mode: str) -> list[tupl
 def should_terminate(rewards: list[float], threshold: float | None) -> bool:
     """A node stops expanding when the mean immediate reward of its joint actions exceeds the threshold."""
     return threshold is not None and len(rewards) > 0 and sum(rewards) / len(rewards) > threshold
+
+
+def tied(values: Sequence[float]) -> bool:
+    """No spread: every joint action (or every completion's value) alike, so a centring estimator's advantages are
+    all zero; what the advantages skip and `rollout.redraw_tied` draws again."""
+    return max(values) - min(values) <= 1e-12
 
 
 @dataclass

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from comlrl.tree.contracts import Continuation, JointTurn, Task, Transition
-from comlrl.tree.nodes import Node, joint_actions, should_terminate
+from comlrl.tree.nodes import Node, joint_actions, should_terminate, tied
 
 Messages = list[dict]
 
@@ -109,11 +109,6 @@ def draw(nodes: list[Node], num_agents: int, g: int, actions: list[tuple[int, ..
         node.rewards = [float(s.reward) for s in chunk]
         node.details = [s.detail for s in chunk]
         node.next_states = [s.next_state for s in chunk]
-
-
-def tied(rewards: Sequence[float]) -> bool:
-    """Every joint action scored alike: the group's centred advantages are all zero (no signal)."""
-    return max(rewards) - min(rewards) <= 1e-12
 
 
 def redraw_tied(level: list[Node], shape: TreeShape, actions: list[tuple[int, ...]], generate: GenerateFn,
