@@ -26,8 +26,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -116,8 +118,12 @@ def child(stage: str, model_dir: str, dtype: str, steps: int, warmup: int, trees
     from comlrl.config.schema import load_config
     from comlrl.run.trainer import build, training_step
 
+    # a run folder of its own: steps write into it (the preference rounds' pairs.jsonl), and the shipped
+    # config's runs/align_T2_G4 is neither there on a fresh machine nor ours to write into
+    run_dir = Path(tempfile.mkdtemp(prefix=f"gpu_check_{stage}_"))
     cfg = load_config(ROOT / "configs" / "align_T2_G4.yaml",
-                      stage_overrides(model_dir, dtype, trees, new_tokens, stage, extra))
+                      [*stage_overrides(model_dir, dtype, trees, new_tokens, stage, extra),
+                       f"training.output_dir={run_dir}"])
     t0 = time.perf_counter()
     comp = build(cfg)
     comp.task = TieBreakTask(comp.task)
@@ -150,6 +156,7 @@ def child(stage: str, model_dir: str, dtype: str, steps: int, warmup: int, trees
         out["peak_gpu_memory_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
         out["peak_gpu_reserved_gib"] = round(torch.cuda.max_memory_reserved() / 2**30, 2)
     comp.sandbox.close()
+    shutil.rmtree(run_dir, ignore_errors=True)
     print("RESULT " + json.dumps(out), flush=True)
 
 
@@ -204,7 +211,6 @@ def main() -> None:
     if unknown:
         sys.exit(f"gpu_check: unknown stage(s) {unknown} in --stages; expected {', '.join(STAGES)}")
     setup(threads=min(8, os.cpu_count() or 1))
-    import tempfile
 
     t0 = time.perf_counter()
     report: dict = {"command": command("gpu_check.py"), "quick": args.quick, "environment": environment(),
