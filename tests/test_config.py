@@ -39,6 +39,9 @@ ROOT = Path(__file__).resolve().parents[1]
         ("magrpo.loss.inner_epochs=2", "magrpo.loss.inner_epochs=2"),
         ("sandbox.isolation=docker", "sandbox.isolation='docker'"),
         ("nonsense", "override 'nonsense' is not of the form key=value"),
+        ("training.time_budget_minutes=0", "training.time_budget_minutes=0.0 is not allowed; expected a number of "
+                                           "minutes > 0, or null"),
+        ("training.time_budget_minutes=-5", "training.time_budget_minutes=-5.0"),
     ],
 )
 def test_bad_values_name_the_key(override, needle):

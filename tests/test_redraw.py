@@ -101,8 +101,8 @@ def test_draw_sums_count_what_the_sampling_bought():
     sums = DrawSums.of(roots)
     assert (sums.generated, sums.with_signal) == (4 * 3 + 4 + 4 * 3, 4 + 4)
     assert (sums.redraws, sums.redrawn, sums.recovered) == (4, 2, 1)
-    assert sums.means() == {"signal_share": pytest.approx(8 / 28), "redraw/draws": 4, "redraw/nodes": 2,
-                            "redraw/recovered": 1}
+    assert sums.means() == {"signal_share": pytest.approx(8 / 28), "completions_generated": 28, "redraw/draws": 4,
+                            "redraw/nodes": 2, "redraw/recovered": 1}
 
 
 def test_a_fixed_tree_says_only_its_signal_share_and_preference_steps_say_nothing():
@@ -111,7 +111,7 @@ def test_a_fixed_tree_says_only_its_signal_share_and_preference_steps_say_nothin
         backup_returns(root, 1.0)
     assert DrawSums.of(roots).means() == {}  # no advantages assigned (madpo, marlhf's heads): no share to tell
     assign_advantages(roots, "mean", "group", 1e-6)
-    assert DrawSums.of(roots).means() == {"signal_share": 0.5}
+    assert DrawSums.of(roots).means() == {"signal_share": 0.5, "completions_generated": 8}
 
 
 def test_trees_jsonl_carries_redraws_only_where_a_node_was_drawn_again():

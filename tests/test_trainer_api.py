@@ -76,11 +76,14 @@ def test_a_trainer_with_callbacks_an_eval_dataset_and_lambda_rewards_stops_and_r
     assert {"reward/lambda", "reward/length", "reward/Distinct", "reward/weighted_sum"} <= set(last)
     config = (run / "config.yaml").read_text()
     assert "python:lambda" in config and f"eval_path: {run / 'eval_dataset.jsonl'}" in config
-    # the same trainer goes on from the chosen checkpoint (the same rows: they match the run's dataset.jsonl)
-    again = Trainer({**args, "training.steps": 3}, train_dataset=ROWS, eval_dataset=HELD, reward_funcs=rewards,
-                    report_to="none")
+    # the same trainer goes on from the chosen checkpoint (the same rows: they match the run's dataset.jsonl),
+    # under a time budget that steps 1-2 all but spent: their time counts, so step 3 is the last of 5
+    spent = sum(m["step_seconds"] for m in result.metrics if m["step"] > 0)
+    again = Trainer({**args, "training.time_budget_minutes": (spent + 1e-6) / 60}, train_dataset=ROWS,
+                    eval_dataset=HELD, reward_funcs=rewards, report_to="none")
     resumed = again.train(resume_from_checkpoint=run / "checkpoints" / "step-2")
     assert [m["step"] for m in resumed.metrics] == [0, 1, 2, 3]
+    assert "eval/problems" in resumed.metrics[-1]  # the budget's last step is evaluated, as a callback's stop
 
 
 def test_report_to_maps_onto_the_logging_switches(tmp_path: Path) -> None:

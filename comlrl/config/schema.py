@@ -129,10 +129,16 @@ class TrainingConfig:
     resume_from: str | None = None  # with resume: this run's checkpoint folder to start from; null = the latest
     overwrite: bool = False  # reuse an output_dir that holds an earlier run's outputs (they are replaced)
     torch_threads: int = 0  # 0 = the cores this process may use / local processes
+    # stop after the step at which the steps' own time (rollout + update; evaluations, checkpoints and start-up
+    # excluded; the steps before a resume included) reaches this many minutes; training.steps stays the cap.
+    # Arms compared at equal training time (comlrl/run/callbacks.py: TimeBudget). null = training.steps only
+    time_budget_minutes: float | None = None
 
     def check(self) -> None:
         for key in ("steps", "eval_every", "save_every", "torch_threads"):
             require(getattr(self, key) >= 0, f"training.{key}", getattr(self, key), "an integer >= 0")
+        require(self.time_budget_minutes is None or self.time_budget_minutes > 0, "training.time_budget_minutes",
+                self.time_budget_minutes, "a number of minutes > 0, or null (training.steps only)")
         require(self.trees_per_step >= 1, "training.trees_per_step", self.trees_per_step, "an integer >= 1")
         require(bool(self.output_dir), "training.output_dir", self.output_dir, "a directory path")
         out = Path(self.output_dir).expanduser()  # a file on the way would fail the run's first write, after loading

@@ -14,6 +14,7 @@ asked for on any rank stops all of them.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,9 @@ from typing import Any
 
 from comlrl.errors import ConfigError
 
-__all__ = ["CallbackList", "TrainerCallback", "TrainerControl", "TrainerState", "check_callbacks"]
+__all__ = ["CallbackList", "TimeBudget", "TrainerCallback", "TrainerControl", "TrainerState", "check_callbacks"]
+
+log = logging.getLogger("comlrl")
 
 
 @dataclass
@@ -53,6 +56,24 @@ class TrainerCallback:
 
     def on_save(self, state: TrainerState, control: TrainerControl, checkpoint: Path) -> None:
         """After `checkpoints/step-<k>/` is written whole."""
+
+
+class TimeBudget(TrainerCallback):
+    """`training.time_budget_minutes`: the step at which the steps' summed `step_seconds` (rollout and update;
+    evaluations, checkpoints and start-up are not steps) reach the budget is the last, so two settings can be
+    compared at equal training time with the same evaluation after. `spent` carries the steps before a
+    resume. Every rank adds its own step time; a rank that reaches the budget stops them all."""
+
+    def __init__(self, minutes: float, spent_seconds: float = 0.0) -> None:
+        self.budget = 60.0 * minutes
+        self.spent = spent_seconds
+
+    def on_step_end(self, state: TrainerState, control: TrainerControl, metrics: dict[str, Any]) -> None:
+        self.spent += float(metrics["step_seconds"])
+        if self.spent >= self.budget and not control.should_training_stop:
+            control.should_training_stop = True
+            log.info("training.time_budget_minutes=%g reached at step %d (%.1f minutes of training steps): "
+                     "this step is the last", self.budget / 60.0, state.global_step, self.spent / 60.0)
 
 
 def check_callbacks(callbacks: Sequence[Any]) -> list[TrainerCallback]:

@@ -208,8 +208,11 @@ class DrawSums(Sums):
         return out
 
     def means(self) -> dict[str, float]:
-        """`signal_share` on steps that assign advantages; the `redraw/*` counts on steps that redrew."""
-        out = {"signal_share": self.with_signal / self.generated} if self.groups and self.generated else {}
+        """`signal_share` and `completions_generated` (its denominator: a run's share is weighted by it) on steps
+        that assign advantages; the `redraw/*` counts on steps that redrew."""
+        out: dict[str, float] = {}
+        if self.groups and self.generated:
+            out.update(signal_share=self.with_signal / self.generated, completions_generated=int(self.generated))
         if self.redrawn:
             out.update({"redraw/draws": int(self.redraws), "redraw/nodes": int(self.redrawn),
                         "redraw/recovered": int(self.recovered)})

@@ -62,7 +62,7 @@ def evaluation_table(steps: dict[int, dict[str, float]]) -> list[str]:
 
 def evaluation_lines(run_dir: Path) -> list[str]:
     """The card's evaluation: the figures table and the paired before/after lines, or a line saying none."""
-    from comlrl.run.outputs import read_eval_records
+    from comlrl.run.outputs import read_run_lines
     from comlrl.run.report import summary_lines
     from comlrl.viz import VizError
     from comlrl.viz.metrics_plot import load_metrics
@@ -71,7 +71,7 @@ def evaluation_lines(run_dir: Path) -> list[str]:
         table = evaluation_table(load_metrics(run_dir))
     except VizError:
         table = []
-    paired = summary_lines(read_eval_records(run_dir))
+    paired = summary_lines(read_run_lines(run_dir, "eval"))
     if not table and not paired:
         return ["## Evaluation", "", "The run recorded no evaluation (training.eval_size=0, or it stopped before "
                                      "one)."]

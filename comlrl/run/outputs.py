@@ -175,9 +175,10 @@ def truncate_jsonl(path: Path, keep: Any) -> None:
     os.replace(tmp, path)
 
 
-def read_eval_records(run_dir: str | Path, up_to_step: int | None = None) -> list[dict[str, Any]]:
-    """A run's per-problem evaluation scores (eval.jsonl), optionally only those up to a step."""
-    path = Path(run_dir) / "eval.jsonl"
+def read_run_lines(run_dir: str | Path, output: str, up_to_step: int | None = None) -> list[dict[str, Any]]:
+    """One of a run's JSON-lines outputs (`output`: an `OUTPUTS` key, e.g. "eval" for the per-problem
+    evaluation scores, "metrics" for the step lines), optionally only the lines up to a step."""
+    path = Path(run_dir) / OUTPUTS[output]
     if not path.exists():
         return []
     out = []

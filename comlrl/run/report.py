@@ -171,13 +171,13 @@ def write_report(run_dir: str | Path, last_step: int) -> list[str]:
     """Draw the plots and the last step's tree page into the run folder, write final/README.md; return the
     lines to print."""
     from comlrl.run.model_card import write_model_card
-    from comlrl.run.outputs import read_eval_records
+    from comlrl.run.outputs import read_run_lines
     from comlrl.viz import VizError
     from comlrl.viz.metrics_plot import load_runs, plot_runs
     from comlrl.viz.tree_html import render
 
     out = Path(run_dir)
-    lines = summary_lines(read_eval_records(out))
+    lines = summary_lines(read_run_lines(out, "eval"))
     try:
         reward_png = plot_runs(load_runs([out]), out / "plots")[1]
         lines.append(f"reward plot: {reward_png}")

@@ -24,7 +24,7 @@ from comlrl.console import plural, quiet_console
 from comlrl.learn.advantages import AdvantageStats
 from comlrl.learn.distributed import WorldSizeError, sum_over_ranks
 from comlrl.learn.update import UpdateStats, train_on_trees
-from comlrl.run.callbacks import CallbackList, TrainerCallback, TrainerState
+from comlrl.run.callbacks import CallbackList, TimeBudget, TrainerCallback, TrainerState
 from comlrl.run.checkpoint import (
     checkpoint_step,
     drop_after,
@@ -42,7 +42,7 @@ from comlrl.run.outputs import (
     check_output_dir,
     close_trackers,
     make_trackers,
-    read_eval_records,
+    read_run_lines,
 )
 from comlrl.run.problem_draw import step_problems
 from comlrl.run.report import write_report
@@ -260,8 +260,13 @@ def run(cfg: RunConfig, callbacks: Sequence[TrainerCallback] = ()) -> int:
     check_output_dir(cfg)  # before anything loads: an earlier run's outputs are never replaced unasked
     out = Path(cfg.training.output_dir)
     ckpt_root = out / "checkpoints"
-    calls = CallbackList(callbacks, TrainerState(0, cfg.training.steps, out))
     latest = resume_point(cfg)
+    budget = cfg.training.time_budget_minutes
+    if budget is not None:  # the steps before a resume count: their step_seconds are in metrics.jsonl
+        before = checkpoint_step(latest) if latest is not None else 0
+        spent = sum(line.get("step_seconds", 0.0) for line in read_run_lines(out, "metrics", before)) if before else 0.0
+        callbacks = [*callbacks, TimeBudget(budget, spent)]
+    calls = CallbackList(callbacks, TrainerState(0, cfg.training.steps, out))
     comp = build(cfg, log_with=make_trackers(cfg, checkpoint_step(latest) if latest else 0))
     acc = comp.accelerator
     start = 0
@@ -300,7 +305,7 @@ def run(cfg: RunConfig, callbacks: Sequence[TrainerCallback] = ()) -> int:
         writer = RunWriter(cfg, acc, resume_step=start) if acc.is_main_process else None
         evaluator = Evaluator(comp)
         if start > 0:
-            evaluator.restore(read_eval_records(out, start))
+            evaluator.restore(read_run_lines(out, "eval", start))
         # a bar on a terminal; into a log file (stderr not a terminal) one line per step instead of \r frames
         steps_logged = acc.is_main_process and cfg.logging.progress_bar and not sys.stderr.isatty()
         if acc.is_main_process and cfg.logging.progress_bar and not steps_logged:
@@ -352,7 +357,8 @@ def run(cfg: RunConfig, callbacks: Sequence[TrainerCallback] = ()) -> int:
                     bar.refresh()  # the last frame is drawn once, by close() (drawn here too, it showed twice)
             if asked or later:
                 if acc.is_main_process:
-                    log.info("stopped by a callback after step %d of training.steps=%d", done, cfg.training.steps)
+                    log.info("stopped after step %d of training.steps=%d (a callback or training.time_budget_minutes)",
+                             done, cfg.training.steps)
                 break
         if acc.is_main_process:
             comp.policies.save(out / "final")

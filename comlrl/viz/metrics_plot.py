@@ -17,9 +17,10 @@ from typing import Any
 from comlrl.viz import VizError
 
 PLOTS = ("overview.png", "reward.png", "pruned.png", "loss.png", "eval_pass_at_1.png", "reward_per_turn.png",
-         "cooperation.png")
+         "cooperation.png", "signal.png")
 SMOOTH = 3  # steps in the running mean drawn over noisy per-step curves
 COOPERATION = ("helper_called", "helper_used", "passed_with_helper")  # a code task's helper-call rates
+SIGNAL = ("signal_share", "redraw/draws")  # what the step's sampling bought (run/metrics.py: DrawSums)
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 _DASHES = ("-", "--", "-.", ":")
 _TURN = re.compile(r"^turn_(\d+)/reward_mean$")
@@ -272,7 +273,8 @@ def _panels(plt: Any, runs: list[Run], specs: list[tuple[str, str]], path: Path,
 
 def plot_runs(runs: list[Run], out_dir: str | Path) -> list[Path]:
     """Write the PNGs (see PLOTS) into out_dir and return their paths; cooperation.png only for runs that log
-    the code tasks' helper-call rates (a text or BFCL run would get an empty figure)."""
+    the code tasks' helper-call rates (a text or BFCL run would get an empty figure), signal.png only for runs
+    that log `signal_share`."""
     plt = _pyplot()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -292,12 +294,19 @@ def plot_runs(runs: list[Run], out_dir: str | Path) -> list[Path]:
     _panels(plt, runs, [("reward_mean", "all turns")] + [(f"turn_{t}/reward_mean", f"turn {t}") for t in turns],
             paths[5], colours, "training reward per turn (each step draws other problems: not a learning curve)",
             smooth=True)
-    if not any(r.series(key)[0] for r in runs for key in COOPERATION):
-        return paths[:6]
-    _panels(plt, runs, list(zip(COOPERATION, ("main calls aux", "uses its result", "passes with the helper"),
-                                strict=True)), paths[6], colours,
-            f"cooperation per step (share of training joint actions; thick: mean of {SMOOTH} steps)", smooth=True)
-    return paths
+    drawn = paths[:6]
+    if any(r.series(key)[0] for r in runs for key in COOPERATION):
+        _panels(plt, runs, list(zip(COOPERATION, ("main calls aux", "uses its result", "passes with the helper"),
+                                    strict=True)), paths[6], colours,
+                f"cooperation per step (share of training joint actions; thick: mean of {SMOOTH} steps)", smooth=True)
+        drawn.append(paths[6])
+    if any(r.series(SIGNAL[0])[0] for r in runs):  # runs from before it was logged get no empty figure
+        _panels(plt, runs, list(zip(SIGNAL, ("completions in a group with signal", "redraws of tied nodes"),
+                                    strict=True)), paths[7], colours,
+                "what the sampling bought per step (signal share: completions in a sibling group that trains, over "
+                "all generated, redraws included)")
+        drawn.append(paths[7])
+    return drawn
 
 
 def training_reward_key(runs: list[Run]) -> str:

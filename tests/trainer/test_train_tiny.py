@@ -152,4 +152,4 @@ def test_redraws_of_tied_last_turn_nodes_are_counted_in_the_metrics_and_the_tree
     assert step.get("redraw/recovered", 0) == sum(max(t["rewards"]) - min(t["rewards"]) > 1e-12 for t in redrawn)
     generated = sum(2 * 4 * (1 + t.get("redraws", 0)) for t in trees)
     trained = sum(len(a) for t in trees for a in t["advantages"] if a is not None)
-    assert step["signal_share"] == pytest.approx(trained / generated)
+    assert step["signal_share"] == pytest.approx(trained / generated) and step["completions_generated"] == generated

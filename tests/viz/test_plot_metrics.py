@@ -74,7 +74,8 @@ def test_two_runs_overlaid_with_nan_and_missing_keys(tmp_path: Path) -> None:
     assert [r.name for r in runs] == ["align", "cross"]
     assert math.isnan(runs[1].steps[1]["reward_mean"]) and "note" not in runs[1].steps[2]
     paths = plot_runs(runs, tmp_path / "plots")
-    assert [p.name for p in paths] == [p for p in PLOTS if p != "cooperation.png"]  # no helper-call rates logged
+    # no helper-call rates or signal share logged: no empty figures of them
+    assert [p.name for p in paths] == [p for p in PLOTS if p not in ("cooperation.png", "signal.png")]
     sizes = {p.name: check_png(p) for p in paths}
     # reward_per_turn.png has one panel per turn plus "all turns": turns 1, 2, 3 -> four panels, wider than
     # loss.png; reward.png keeps only its training panel (these runs have no sampled evaluation)
@@ -121,7 +122,7 @@ def test_real_runs_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture
     res = capsys.readouterr()
     assert rc == 0, res.err
     for name in PLOTS:
-        if name == "cooperation.png":  # these runs' task logs no helper-call rates: no empty figure
+        if name in ("cooperation.png", "signal.png"):  # these runs log no helper-call rates or signal share
             assert not (out / name).exists()
         else:
             check_png(out / name)
@@ -220,8 +221,24 @@ def test_cooperation_is_drawn_only_for_runs_that_log_the_helper_call_rates(tmp_p
                                                   "passed_with_helper": 0.0} for m in metrics_a()])
     assert "cooperation.png" not in [p.name for p in plot_runs(load_runs([plain]), tmp_path / "a")]
     drawn = plot_runs(load_runs([plain, coop]), tmp_path / "b")
-    assert [p.name for p in drawn] == list(PLOTS)
+    assert [p.name for p in drawn] == [p for p in PLOTS if p != "signal.png"]
     check_png(tmp_path / "b" / "cooperation.png")
+
+
+def test_signal_share_is_drawn_for_runs_that_log_it_beside_runs_that_do_not(tmp_path: Path) -> None:
+    """Two arms of issue 39 overlaid: a fixed tree (signal share only) and one that redraws tied nodes."""
+    steps = metrics_a()  # step 0 is the evaluation before training: no sampling counts on it
+    fixed = write_run(tmp_path / "fixed", metrics=[steps[0], *({**m, "signal_share": 0.5} for m in steps[1:])])
+    redraw = write_run(tmp_path / "redraw", metrics=[steps[0], *({**m, "signal_share": 0.7, "redraw/draws": 3,
+                                                                   "redraw/nodes": 2, "redraw/recovered": 1}
+                                                                  for m in steps[1:])])
+    old = write_run(tmp_path / "old", metrics=metrics_a())
+    runs = load_runs([fixed, redraw, old])
+    assert [r.series("signal_share")[1] for r in runs] == [[0.5, 0.5], [0.7, 0.7], []]
+    drawn = plot_runs(runs, tmp_path / "plots")
+    assert [p.name for p in drawn] == [p for p in PLOTS if p != "cooperation.png"]
+    w, _ = check_png(tmp_path / "plots" / "signal.png")
+    assert w == 2 * check_png(tmp_path / "plots" / "loss.png")[0]  # two panels: the share and the redraws
 
 
 def test_the_table_shows_the_sampled_pass_rate_of_a_run_that_evaluated_sampled_only(tmp_path: Path) -> None:

@@ -1,0 +1,135 @@
+"""Two tree settings compared as issue 39 asks: learning per minute of training, seed by seed.
+
+    python benchmarks/tree_arms.py --arm fixed runs/t39_fixed_s0 runs/t39_fixed_s1 runs/t39_fixed_s2 \
+        --arm redraw runs/t39_redraw_s0 runs/t39_redraw_s1 runs/t39_redraw_s2 [--json OUT] [--plot DIR]
+
+Each arm lists its runs in seed order (the i-th run of every arm is one seed). Both arms train under the same
+`training.time_budget_minutes` and are evaluated the same way (held-out set, seed, chains), so their last
+evaluations are compared at equal training time. Per run: the training minutes spent, the held-out sampled
+pass@1 gain with its paired interval, the signal share (completions in a sibling group that trains over all
+completions generated, redraws included) and tokens generated per trained completion. Per seed, for each arm
+after the first: its held-out sampled pass@1 minus the first arm's at the end, paired by problem, and the ratio
+of the gains. --plot draws signal.png and the other metric plots of every run overlaid (comlrl-plot's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from comlrl.run.outputs import read_run_lines  # noqa: E402
+from comlrl.run.paired import PairedDiff, record_difference  # noqa: E402
+
+MEASURE = "sampled_pass"  # held-out sampled pass@1, as every learning claim of docs/results.md
+
+
+@dataclass(frozen=True)
+class RunFigures:
+    run: str
+    steps: int
+    train_minutes: float  # summed step_seconds: what training.time_budget_minutes counts
+    gain: PairedDiff | None  # held-out sampled pass@1, last evaluation against the one before training
+    signal_share: float  # over the whole run: sum of in-signal completions / sum generated
+    tokens_per_trained: float  # generated tokens / trained completions
+    redraws: int
+
+
+def _heldout(records: list[dict], step: int) -> dict[str, dict]:
+    return {str(r["index"]): r for r in records if r["step"] == step and r["set"] == "heldout"}
+
+
+def evaluations(run: Path) -> tuple[dict[str, dict], dict[str, dict]]:
+    """The held-out records of the first and the last evaluation."""
+    records = read_run_lines(run, "eval")
+    steps = sorted({int(r["step"]) for r in records})
+    if len(steps) < 2:
+        raise SystemExit(f"tree_arms: {run}/eval.jsonl holds {len(steps)} evaluation(s); a run evaluated "
+                         "before and after training is needed")
+    return _heldout(records, steps[0]), _heldout(records, steps[-1])
+
+
+def figures(run: Path) -> RunFigures:
+    lines = [m for m in read_run_lines(run, "metrics") if "step_seconds" in m]
+    if not lines:
+        raise SystemExit(f"tree_arms: {run}/metrics.jsonl holds no training step")
+    first, last = evaluations(run)
+    # each step's share weighted by what that step generated (a redrawing step generates more)
+    counted = [m for m in lines if "completions_generated" in m]
+    generated = sum(m["completions_generated"] for m in counted)
+    with_signal = sum(m["signal_share"] * m["completions_generated"] for m in counted)
+    samples = sum(m["samples"] for m in lines)
+    return RunFigures(
+        run=str(run), steps=len(lines), train_minutes=sum(m["step_seconds"] for m in lines) / 60,
+        gain=record_difference(first, last, lambda r: r.get(MEASURE), MEASURE),
+        signal_share=with_signal / generated if generated else math.nan,
+        tokens_per_trained=sum(m["gen_tokens"] for m in lines) / samples if samples else math.nan,
+        redraws=int(sum(m.get("redraw/draws", 0) for m in lines)))
+
+
+def versus(base: Path, other: Path) -> PairedDiff | None:
+    """`other`'s last held-out sampled pass@1 minus `base`'s, paired by problem (the same set and seed)."""
+    return record_difference(evaluations(base)[1], evaluations(other)[1], lambda r: r.get(MEASURE), MEASURE)
+
+
+def _points(d: PairedDiff | None) -> str:
+    if d is None:
+        return "n/a"
+    return f"{100 * d.delta:+.1f} ({100 * d.lo:+.1f} to {100 * d.hi:+.1f})"
+
+
+def table(arms: dict[str, list[Path]]) -> tuple[str, dict]:
+    names = list(arms)
+    base = names[0]
+    rows = ["| seed | arm | steps | training min | held-out sampled pass@1 | gain, points (95% CI) | "
+            f"vs {base} at the end | gain ratio | signal share | tokens per trained completion | redraws |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
+    out: dict = {"arms": {}, "versus": {}}
+    for seed in range(len(arms[base])):
+        ref = figures(arms[base][seed])
+        for name in names:
+            f = ref if name == base else figures(arms[name][seed])
+            out["arms"].setdefault(name, []).append({**asdict(f), "gain": asdict(f.gain) if f.gain else None})
+            vs, ratio = "", ""
+            if name != base:
+                d = versus(arms[base][seed], arms[name][seed])
+                out["versus"].setdefault(name, []).append(asdict(d) if d else None)
+                vs = _points(d)
+                if f.gain and ref.gain and ref.gain.delta > 0:
+                    ratio = f"{f.gain.delta / ref.gain.delta:.2f}"
+            level = (f"{100 * f.gain.before:.1f}% → {100 * f.gain.after:.1f}%" if f.gain else "n/a")
+            rows.append(f"| {seed} | {name} | {f.steps} | {f.train_minutes:.1f} | {level} | {_points(f.gain)} | "
+                        f"{vs} | {ratio} | {f.signal_share:.2f} | {f.tokens_per_trained:.0f} | {f.redraws} |")
+    return "\n".join(rows), out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--arm", nargs="+", action="append", required=True, metavar=("NAME", "RUN"),
+                    help="an arm's name, then its run folders in seed order (twice or more)")
+    ap.add_argument("--json", type=Path, help="write the figures here")
+    ap.add_argument("--plot", type=Path, help="draw every run's metric plots overlaid into this folder")
+    args = ap.parse_args(argv)
+    arms = {a[0]: [Path(p) for p in a[1:]] for a in args.arm}
+    counts = {name: len(runs) for name, runs in arms.items()}
+    if len(arms) < 2 or len(set(counts.values())) != 1 or 0 in counts.values():
+        ap.error(f"--arm: two or more arms with the same number of runs (one per seed) are needed; got {counts}")
+    text, data = table(arms)
+    print(text)
+    if args.json:
+        args.json.write_text(json.dumps(data, indent=1))
+    if args.plot:
+        from comlrl.viz.metrics_plot import load_runs, plot_runs
+
+        for path in plot_runs(load_runs([p for runs in arms.values() for p in runs]), args.plot):
+            print(f"plot: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

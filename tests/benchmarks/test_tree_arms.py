@@ -1,0 +1,93 @@
+"""benchmarks/tree_arms.py on run folders written by hand: every figure of its table computed here from the
+lines it reads (issue 39's comparison of two tree settings at equal training time)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from comlrl.run.paired import paired_difference
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def tree_arms():
+    spec = importlib.util.spec_from_file_location("tree_arms", ROOT / "benchmarks" / "tree_arms.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up while the class is made
+    spec.loader.exec_module(module)
+    return module
+
+
+def write_run(path: Path, before: list[float], after: list[float], steps: list[dict]) -> Path:
+    """A run: its held-out sampled pass@1 per problem before (step 0) and after, and its training steps."""
+    path.mkdir(parents=True)
+    last = len(steps)
+    evals = [{"step": step, "set": "heldout", "index": i, "sampled_pass": v}
+             for step, values in ((0, before), (last, after)) for i, v in enumerate(values)]
+    evals.append({"step": last, "set": "probe", "index": 0, "sampled_pass": 1.0})  # not held out: not counted
+    (path / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in evals))
+    lines = [{"step": 0, "eval/sampled/pass_at_1": sum(before) / len(before)},
+             *({"step": i + 1, **s} for i, s in enumerate(steps))]
+    (path / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in lines))
+    return path
+
+
+BEFORE = [0.0, 0.25, 0.5, 0.0]
+
+
+@pytest.fixture
+def arms(tmp_path: Path) -> tuple[Path, Path]:
+    fixed = write_run(tmp_path / "fixed_s0", BEFORE, [0.25, 0.25, 0.75, 0.25], [
+        {"step_seconds": 60.0, "samples": 8, "gen_tokens": 800, "signal_share": 0.5, "completions_generated": 16},
+        {"step_seconds": 60.0, "samples": 8, "gen_tokens": 800, "signal_share": 0.5, "completions_generated": 16}])
+    redraw = write_run(tmp_path / "redraw_s0", BEFORE, [0.5, 0.25, 1.0, 0.25], [
+        {"step_seconds": 90.0, "samples": 24, "gen_tokens": 3200, "signal_share": 0.75,
+         "completions_generated": 32, "redraw/draws": 2},
+        {"step_seconds": 30.0, "samples": 8, "gen_tokens": 800, "signal_share": 0.5, "completions_generated": 16}])
+    return fixed, redraw
+
+
+def test_each_run_and_the_arms_against_each_other_by_hand(arms, capsys) -> None:
+    fixed, redraw = arms
+    assert tree_arms().main(["--arm", "fixed", str(fixed), "--arm", "redraw", str(redraw)]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    gain_fixed = paired_difference(BEFORE, [0.25, 0.25, 0.75, 0.25])  # +0.1875
+    gain_redraw = paired_difference(BEFORE, [0.5, 0.25, 1.0, 0.25])  # +0.3125
+    vs = paired_difference([0.25, 0.25, 0.75, 0.25], [0.5, 0.25, 1.0, 0.25])  # +0.125
+    assert (gain_fixed.delta, gain_redraw.delta, vs.delta) == (0.1875, 0.3125, 0.125)
+
+    def pts(d):
+        return f"{100 * d.delta:+.1f} ({100 * d.lo:+.1f} to {100 * d.hi:+.1f})"
+
+    # 2 steps of 60 s; 16 of 32 generated in trained groups; 1600 tokens for 16 trained completions
+    assert rows[2] == f"| 0 | fixed | 2 | 2.0 | 18.8% → 37.5% | {pts(gain_fixed)} |  |  | 0.50 | 100 | 0 |"
+    # 90 + 30 s; (0.75 x 32 + 0.5 x 16) / 48 = 0.67; 4000 tokens / 32 trained = 125; ratio 0.3125 / 0.1875
+    assert rows[3] == (f"| 0 | redraw | 2 | 2.0 | 18.8% → 50.0% | {pts(gain_redraw)} | {pts(vs)} | 1.67 | 0.67 "
+                       "| 125 | 2 |")
+
+
+def test_the_figures_go_to_json_and_the_plots_overlay_the_runs(arms, tmp_path, capsys) -> None:
+    fixed, redraw = arms
+    out = tmp_path / "arms.json"
+    assert tree_arms().main(["--arm", "fixed", str(fixed), "--arm", "redraw", str(redraw), "--json", str(out),
+                             "--plot", str(tmp_path / "plots")]) == 0
+    data = json.loads(out.read_text())
+    assert data["arms"]["redraw"][0]["signal_share"] == pytest.approx(32 / 48)
+    assert data["versus"]["redraw"][0]["delta"] == 0.125 and data["arms"]["fixed"][0]["train_minutes"] == 2.0
+    assert (tmp_path / "plots" / "signal.png").stat().st_size > 1000
+    assert "plot: " + str(tmp_path / "plots" / "signal.png") in capsys.readouterr().out
+
+
+def test_arms_of_unequal_length_and_a_run_not_evaluated_after_are_one_line(arms, tmp_path, capsys) -> None:
+    fixed, redraw = arms
+    with pytest.raises(SystemExit) as err:
+        tree_arms().main(["--arm", "fixed", str(fixed), str(fixed), "--arm", "redraw", str(redraw)])
+    assert err.value.code == 2 and "{'fixed': 2, 'redraw': 1}" in capsys.readouterr().err
+    (redraw / "eval.jsonl").write_text(json.dumps({"step": 0, "set": "heldout", "index": 0, "sampled_pass": 0}))
+    with pytest.raises(SystemExit, match="eval.jsonl holds 1 evaluation"):
+        tree_arms().main(["--arm", "fixed", str(fixed), "--arm", "redraw", str(redraw)])
