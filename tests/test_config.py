@@ -42,6 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
         ("training.time_budget_minutes=0", "training.time_budget_minutes=0.0 is not allowed; expected a number of "
                                            "minutes > 0, or null"),
         ("training.time_budget_minutes=-5", "training.time_budget_minutes=-5.0"),
+        ("rollout.budget=half", "rollout.budget='half' is not allowed; expected one of: fixed, split"),
     ],
 )
 def test_bad_values_name_the_key(override, needle):
@@ -246,3 +247,15 @@ def test_a_wrong_type_set_on_a_loaded_config_is_one_config_error(key: str, value
     with pytest.raises(ConfigError) as err:
         load_config(cfg)
     assert str(err.value) == message
+
+
+@pytest.mark.parametrize(("overrides", "needle"), [
+    (["magrpo.joint_mode=cross"], "rollout.budget='split' is not allowed; expected fixed with magrpo.joint_mode=cross"),
+    (["magrpo.advantage.baseline=max"], "expected fixed with magrpo.advantage.baseline=max"),
+    (["rollout.redraw_tied=1"], "expected fixed with rollout.redraw_tied > 0"),
+])
+def test_a_budgeted_tree_refuses_what_its_draws_cannot_pair_or_centre(overrides, needle):
+    with pytest.raises(ConfigError) as err:
+        load_config(ROOT / "configs" / "align_T2_G4.yaml", ["rollout.budget=split", *overrides])
+    assert needle in str(err.value) and "\n" not in str(err.value)
+    assert load_config(ROOT / "configs" / "align_T2_G4.yaml", ["rollout.budget=split"]).rollout.budget == "split"

@@ -71,6 +71,9 @@ class RolloutConfig:
     # signal-seeking groups: a last-turn node whose joint actions all score alike (no advantage for a centring
     # estimator) is drawn again, G fresh samples per agent, up to this many times; 0 = the fixed tree
     redraw_tied: int = 0
+    # the budgeted tree: fixed (G samples per agent at every node) | split (at the last turn, G // 2 per node,
+    # then the level's other half split across its nodes by the spread of their first draw's rewards)
+    budget: str = "fixed"
     vllm: VLLMSettings = field(default_factory=VLLMSettings)
     server: ServerSettings = field(default_factory=ServerSettings)
     atropos: AtroposSettings = field(default_factory=AtroposSettings)

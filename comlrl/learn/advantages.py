@@ -77,11 +77,18 @@ def completion_values(
 
 
 def group_advantages(
-    values: Sequence[float], baseline: str = "mean", scale: str = "group", eps: float = 1e-6
+    values: Sequence[float], baseline: str = "mean", scale: str = "group", eps: float = 1e-6,
+    first: int | None = None,
 ) -> list[float] | None:
     """Advantages of one sibling group, or None when the group carries no signal: all values equal with
     a baseline (every advantage would be 0) or with group scaling (no spread to scale by). Without a
-    baseline or scaling (REINFORCE on raw returns) equal non-zero values still push their completions."""
+    baseline or scaling (REINFORCE on raw returns) equal non-zero values still push their completions.
+
+    `first` (the budgeted tree, `Node.first_draw`): values from index `first` on were drawn because of the
+    first draw's spread, so how many there are depends on the first draw's rewards. The first draw's values
+    are centred on the first draw alone (the estimator's baseline), each later one on every other value of the
+    group (leave-one-out): neither baseline depends on the value it is subtracted from, so each stays unbiased
+    (docs/algorithm.md, "A budgeted tree"). Scaling uses the whole group's spread."""
     n = len(values)
     if n < 2:
         raise ValueError("a sibling group needs at least 2 completions")
@@ -92,7 +99,13 @@ def group_advantages(
     estimator = ESTIMATORS[baseline]
     if tied(values) and (estimator.centres or scale == "group" or not any(values)):
         return None
-    centred = estimator.centre(values)
+    if first is not None and first < n:
+        if baseline not in ("mean", "loo"):
+            raise ValueError(f"baseline={baseline!r} with a second draw; expected mean or loo")
+        total = sum(values)
+        centred = estimator.centre(values[:first]) + [v - (total - v) / (n - 1) for v in values[first:]]
+    else:
+        centred = estimator.centre(values)
     if scale == "group":
         mean = sum(values) / n
         std = math.sqrt(sum((v - mean) ** 2 for v in values) / n)
@@ -117,7 +130,7 @@ def assign_advantages(
             node.advantages = []
             for agent, row in enumerate(node.completions):
                 values = completion_values(node.joint, node.returns, agent, len(row), credit)
-                adv = group_advantages(values, baseline, scale, eps)
+                adv = group_advantages(values, baseline, scale, eps, node.first_draw)
                 stats.groups += 1
                 stats.skipped += adv is None
                 node.advantages.append(adv)

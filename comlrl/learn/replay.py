@@ -16,12 +16,12 @@ a round holds at most its own pairs, and what it cannot take goes to the others.
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from comlrl.errors import require
+from comlrl.tree.budget import allocate
 
 REPLAY_MODES = ("current", "nearest_k", "all", "decay")
 JUDGES = ("task", "policy", "checkpoint")  # and llm:<provider spec> (comlrl.llm.spec)
@@ -72,26 +72,7 @@ def round_weights(mode: str, rounds: list[int], current: int, k: int = 2, lam: f
 def replay_quota(counts: Mapping[int, int], weights: Mapping[int, float], size: int) -> dict[int, int]:
     """Pairs to replay from each round: min(size, every eligible pair) split in proportion to weight x count,
     each round capped at its count (water-filling), then rounded by largest remainder (ties: newer round)."""
-    rounds = sorted(r for r in counts if counts[r] > 0 and weights.get(r, 0.0) > 0)
-    left = min(max(0, size), sum(counts[r] for r in rounds))
-    target = {r: 0.0 for r in rounds}
-    free, budget = list(rounds), float(left)
-    while free and budget > 1e-12:
-        mass = sum(weights[r] * counts[r] for r in free)
-        share = {r: budget * weights[r] * counts[r] / mass for r in free}
-        full = [r for r in free if target[r] + share[r] >= counts[r] - 1e-12]
-        if not full:
-            for r in free:
-                target[r] += share[r]
-            break
-        for r in full:
-            budget -= counts[r] - target[r]
-            target[r] = float(counts[r])
-            free.remove(r)
-    quota = {r: min(counts[r], math.floor(target[r] + 1e-9)) for r in rounds}
-    for r in sorted(rounds, key=lambda r: (-(target[r] - quota[r]), -r))[:left - sum(quota.values())]:
-        quota[r] += 1
-    return {r: q for r, q in quota.items() if q}
+    return allocate(counts, weights, size, newer_first=True)
 
 
 def replay_draw(quota: Mapping[int, int], counts: Mapping[int, int], rng: random.Random) -> list[tuple[int, int]]:

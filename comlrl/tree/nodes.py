@@ -60,6 +60,9 @@ class Node:
     next_states: list[Any] = field(default_factory=list)  # per joint action, the state it leaves (a child's `state`)
     problem: str | None = None  # on a root: its problem's id (`Task.problem_id`; trees.jsonl puts it on every node)
     redraws: int = 0  # times its tied joint actions were drawn again (`rollout.redraw_tied`), the last draw kept
+    # the budgeted tree (`rollout.budget: split`): samples per agent in the node's first draw; those after it
+    # were drawn for the first draw's spread (their baseline differs: learn/advantages.py). None: one draw
+    first_draw: int | None = None
 
     def child_id(self, action: int) -> str:
         return f"{self.id}.{action}"

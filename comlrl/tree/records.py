@@ -10,7 +10,8 @@ counts and helper flags but no pass verdict; version 2 (`"schema": 2` first) rec
 `notes`. Both load; a version-1 detail gets the verdict export gave it (`success` component, else every
 test passed). `problem` (the id of the problem the node's tree is about, `Task.problem_id`) came later within
 version 2: a line without it loads with None, and a reader that predates it ignores it; so did `redraws` (how
-many times a tied last-turn node was drawn again, `rollout.redraw_tied`), written only where it is not 0.
+many times a tied last-turn node was drawn again, `rollout.redraw_tied`), written only where it is not 0, and
+`first_draw` (`rollout.budget: split`), written only in a budgeted tree.
 """
 
 from __future__ import annotations
@@ -119,6 +120,7 @@ class NodeRecord:
     children: dict[int, str]  # joint-action index -> child node id
     problem: str | None = None  # the id of the problem the tree is about (`Task.problem_id`); None: not known
     redraws: int = 0  # times the node's tied joint actions were drawn again (`rollout.redraw_tied`); the last kept
+    first_draw: int | None = None  # `rollout.budget: split`: samples per agent of the node's first draw
 
     @property
     def actions(self) -> tuple[JointActionRecord, ...]:
@@ -143,6 +145,7 @@ class NodeRecord:
             "reward_details": [None if d is None else d.to_json() for d in self.reward_details],
             "pruned": self.pruned, "children": {str(j): c for j, c in self.children.items()},
             **({"redraws": self.redraws} if self.redraws else {}),  # written only where a node was drawn again
+            **({"first_draw": self.first_draw} if self.first_draw is not None else {}),  # only in a budgeted tree
         }
 
     def to_line(self) -> str:
@@ -171,6 +174,9 @@ class NodeRecord:
         redraws = d.get("redraws", 0)  # absent where the node was drawn once
         _need(isinstance(redraws, int) and not isinstance(redraws, bool) and redraws >= 0, "redraws",
               "an integer >= 0")
+        first_draw = d.get("first_draw")  # absent outside a budgeted tree
+        _need(first_draw is None or (isinstance(first_draw, int) and not isinstance(first_draw, bool)
+                                     and first_draw >= 1), "first_draw", "an integer >= 1 or absent")
         _need(_is_chats(d["prompts"]), "prompts", "per agent a list of {role, content} messages")
         _need(_is_grid(d["completions"], str), "completions", "per agent a list of strings")
         _need(_is_grid(d["joint_actions"], int), "joint_actions", "per joint action a list of integers")
@@ -197,7 +203,7 @@ class NodeRecord:
             d["step"], d["id"], d["parent"], d["parent_action"], d["turn"], d["tree"], d["prompts"], d["completions"],
             d["joint_actions"], rewards, returns, d["advantages"],
             [RewardRecord.from_json(x, version, f"reward_details[{j}]") for j, x in enumerate(details)],
-            d["pruned"], {int(k): v for k, v in kids.items()}, problem, redraws,
+            d["pruned"], {int(k): v for k, v in kids.items()}, problem, redraws, first_draw,
         )
 
 
@@ -235,7 +241,7 @@ def node_records(roots: Sequence[Node], step: int, prefix: str, num_agents: int)
                 advantages=node.advantages,
                 reward_details=[None if d is None else RewardRecord.of(d) for d in node.details],
                 pruned=node.terminated, children={j: f"{prefix}{c.id}" for j, c in node.children.items()},
-                problem=root.problem, redraws=node.redraws,
+                problem=root.problem, redraws=node.redraws, first_draw=node.first_draw,
             ))
     return out
 

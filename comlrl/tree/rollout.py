@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
+from comlrl.tree.budget import split_extra
 from comlrl.tree.contracts import Continuation, JointTurn, Task, Transition
 from comlrl.tree.nodes import Node, joint_actions, should_terminate, tied
 
@@ -28,6 +29,8 @@ class Scored(NamedTuple):
     detail: Any = None  # the task's `Reward` (breakdown, verdict, notes), kept on the node
     next_state: Any = None  # the environment the joint action leaves: its child's `Node.state`
 
+
+BUDGETS = ("fixed", "split")  # `rollout.budget`: G everywhere, or the last turn's second half split by spread
 
 # (agent, messages) requests -> G completions per request, in request order
 GenerateFn = Callable[[list[tuple[int, Messages]], int], list[list[Any]]]
@@ -49,6 +52,8 @@ class TreeShape:
     later_generations: int | None = None
     # a last-turn node whose joint actions all score alike is drawn again, up to this many times (0: never)
     redraws: int = 0
+    # "split": the last turn's samples in two draws, the second G/2 per node split by the first's spread
+    budget: str = "fixed"
 
     def generations(self, turn: int) -> int:
         """G at `turn` (1-based)."""
@@ -73,6 +78,9 @@ def expand_trees(
     level = list(roots)
     for turn in range(1, shape.num_turns + 1):
         if not level:
+            break
+        if turn == shape.num_turns and shape.budget == "split":
+            draw_split(level, shape, generate, score)
             break
         actions = joint_actions(shape.num_agents, shape.generations(turn), shape.joint_mode)
         draw(level, shape.num_agents, shape.generations(turn), actions, generate, score)
@@ -124,6 +132,37 @@ def redraw_tied(level: list[Node], shape: TreeShape, actions: list[tuple[int, ..
         draw(again, shape.num_agents, shape.generations(again[0].turn), actions, generate, score)
         for node in again:
             node.redraws += 1
+
+
+def draw_split(level: list[Node], shape: TreeShape, generate: GenerateFn, score: ScoreFn) -> None:
+    """The budgeted tree (`rollout.budget: split`, align mode), at the last turn: every node first gets
+    max(2, G // 2) samples per agent; the level's other (G - that) x nodes samples per agent go to the nodes in
+    proportion to the spread of their first draw's rewards, at most G more per node (`split_extra`). A node
+    whose first draw tied gets none, so a step may generate fewer than the fixed tree. Each node's extra samples
+    are drawn in one call per distinct count and appended: its group is the two draws together, with
+    `Node.first_draw` saying where the second starts (the advantages' baselines differ there)."""
+    n, g = shape.num_agents, shape.generations(level[0].turn)
+    first = max(2, g // 2)
+    draw(level, n, first, joint_actions(n, first, "align"), generate, score)
+    extra = split_extra([node.rewards for node in level], (g - first) * len(level), cap=g)
+    for node in level:
+        node.first_draw = first
+    for k in sorted(set(extra) - {0}):
+        nodes = [node for node, e in zip(level, extra, strict=True) if e == k]
+        outputs = generate([(a, node.messages[a]) for node in nodes for a in range(n)], k)
+        if len(outputs) != len(nodes) * n:
+            raise RuntimeError(f"generate returned {len(outputs)} results for {len(nodes) * n} requests")
+        added = [(first + i,) * n for i in range(k)]
+        for i, node in enumerate(nodes):
+            for a in range(n):
+                node.completions[a].extend(outputs[i * n + a])
+            node.joint.extend(added)
+        scored = score([(node, action) for node in nodes for action in added])
+        for i, node in enumerate(nodes):
+            chunk = scored[i * k : (i + 1) * k]
+            node.rewards.extend(float(s.reward) for s in chunk)
+            node.details.extend(s.detail for s in chunk)
+            node.next_states.extend(s.next_state for s in chunk)
 
 
 class Engine(Protocol):

@@ -153,3 +153,24 @@ def test_redraws_of_tied_last_turn_nodes_are_counted_in_the_metrics_and_the_tree
     generated = sum(2 * 4 * (1 + t.get("redraws", 0)) for t in trees)
     trained = sum(len(a) for t in trees for a in t["advantages"] if a is not None)
     assert step["signal_share"] == pytest.approx(trained / generated) and step["completions_generated"] == generated
+
+
+def test_a_budgeted_tree_splits_the_last_turn_and_trains_on_unequal_groups(tmp_path, tiny_model):
+    """rollout.budget=split through the real trainer: turn 1 keeps G = 4; each turn-2 node draws 2 samples per
+    agent, then the turn's other 2 per node go where the first two spread (at most 4 more to a node); every
+    sample of a group gets an advantage, and metrics.jsonl counts what was generated."""
+    run = tmp_path / "split"
+    res = train_here(["--config", "configs/align_T2_G4.yaml", *TINY, "training.steps=1", "rollout.budget=split",
+                      "evaluation.samples=0", "evaluation.probe_problems=0", f"training.output_dir={run}"])
+    assert res.returncode == 0, res.stderr[-3000:]
+    step = metrics(run)[1]
+    trees = [json.loads(x) for x in (run / "trees.jsonl").read_text().splitlines()]
+    first, last = [t for t in trees if t["turn"] == 1], [t for t in trees if t["turn"] == 2]
+    assert all("first_draw" not in t and len(t["completions"][0]) == 4 for t in first)
+    sizes = [len(t["completions"][0]) for t in last]
+    assert all(t["first_draw"] == 2 for t in last) and all(2 <= s <= 6 for s in sizes)
+    assert sum(sizes) <= 4 * len(last) and any(s > 2 for s in sizes)  # the random model's code spreads somewhere
+    for t in last:
+        assert all(a is None or len(a) == len(t["completions"][0]) for a in t["advantages"])
+        assert len(t["rewards"]) == len(t["joint_actions"]) == len(t["completions"][0])
+    assert step["completions_generated"] == 2 * (4 * len(first) + sum(sizes))

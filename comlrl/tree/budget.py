@@ -1,0 +1,56 @@
+"""Splitting a sample budget across groups (pure): proportional to a weight, capped, in whole samples.
+
+`allocate` is the one proportional split of the project: the preference rounds' replay quota
+(comlrl/learn/replay.py) and the budgeted tree's second draw (`rollout.budget: split`, `split_extra`) use it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import TypeVar
+
+K = TypeVar("K", int, str)
+
+
+def allocate(caps: Mapping[K, int], weights: Mapping[K, float], size: int, newer_first: bool = True) -> dict[K, int]:
+    """min(size, the caps of every key of positive weight) split in proportion to weight x cap, no key above its
+    cap (water-filling: a capped key's excess goes to the others), then rounded to whole units by largest
+    remainder (ties: the larger key first with `newer_first`, else the smaller). Keys given 0 are left out."""
+    keys = sorted(k for k in caps if caps[k] > 0 and weights.get(k, 0.0) > 0)
+    left = min(max(0, size), sum(caps[k] for k in keys))
+    target = {k: 0.0 for k in keys}
+    free, budget = list(keys), float(left)
+    while free and budget > 1e-12:
+        mass = sum(weights[k] * caps[k] for k in free)
+        share = {k: budget * weights[k] * caps[k] / mass for k in free}
+        full = [k for k in free if target[k] + share[k] >= caps[k] - 1e-12]
+        if not full:
+            for k in free:
+                target[k] += share[k]
+            break
+        for k in full:
+            budget -= caps[k] - target[k]
+            target[k] = float(caps[k])
+            free.remove(k)
+    quota = {k: min(caps[k], math.floor(target[k] + 1e-9)) for k in keys}
+    order = sorted(list(reversed(keys)) if newer_first else keys, key=lambda k: -(target[k] - quota[k]))  # stable
+    for k in order[:left - sum(quota.values())]:
+        quota[k] += 1
+    return {k: q for k, q in quota.items() if q}
+
+
+def spread(values: Sequence[float]) -> float:
+    """Population standard deviation: 0 for a tied group."""
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+
+
+def split_extra(first_draw_rewards: Sequence[Sequence[float]], size: int, cap: int) -> list[int]:
+    """The budgeted tree's second draw: `size` more samples per agent over the nodes, in proportion to the
+    spread of each node's first-draw rewards (Neyman's allocation: it minimises sum_i sd_i^2 / n_i, the summed
+    variance of the nodes' mean estimates, for a fixed total), at most `cap` per node. A node whose first draw
+    tied gets none: surely solved or surely failed on that evidence. Nothing spreads: nothing more is drawn."""
+    weights = {i: spread(r) for i, r in enumerate(first_draw_rewards)}
+    quota = allocate({i: cap for i in weights}, weights, size, newer_first=False)
+    return [quota.get(i, 0) for i in range(len(first_draw_rewards))]
