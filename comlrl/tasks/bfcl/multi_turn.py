@@ -91,6 +91,8 @@ class BfclMultiTurnConfig:
     step_timeout_s: float = 10.0  # per joint action (its calls and the checker); past it: "execution timed out"
     max_turn_calls: int | None = None  # keep entries whose every kept user turn's ground truth has
                                        # at most this many calls
+    max_call_args: int | None = None  # keep entries whose every kept ground-truth call has at most this many
+                                      # arguments (a curriculum of short calls: ls(), get_stock_info(symbol=...))
     format_reward: float = 0.1  # some call decoded on a turn whose ground truth has calls
     call_reward: float = 0.3  # x the ground truth calls matched by name and arguments (shaping; see the docstring)
     error_penalty: float = 0.1  # x the share of the turn's calls that failed
@@ -190,6 +192,8 @@ class BfclMultiTurnTask(Task):
                 o.max_user_turns, "an integer >= 1 or null (= magrpo.num_turns)")
         require(o.max_turn_calls is None or o.max_turn_calls >= 1, "task.bfcl_multi_turn.max_turn_calls",
                 o.max_turn_calls, "an integer >= 1 or null (no limit)")
+        require(o.max_call_args is None or o.max_call_args >= 0, "task.bfcl_multi_turn.max_call_args",
+                o.max_call_args, "an integer >= 0 or null (no limit)")
         require(o.classes is None or (bool(o.classes) and all(c in MULTI_TURN_CLASSES for c in o.classes)),
                 "task.bfcl_multi_turn.classes", o.classes, f"null or some of: {', '.join(MULTI_TURN_CLASSES)}")
         require(math.isfinite(o.step_timeout_s) and o.step_timeout_s > 0, "task.bfcl_multi_turn.step_timeout_s",
@@ -214,13 +218,21 @@ class BfclMultiTurnTask(Task):
     # -- data + prompts ---------------------------------------------------------------------------------
 
     def keeps(self, problem: BfclProblem) -> bool:
-        """The entry fits `max_user_turns` (or is cut to it: `cut_longer`), `classes` and `max_turn_calls`
-        (judged on the turns kept)."""
+        """The entry fits `max_user_turns` (or is cut to it: `cut_longer`), `classes`, `max_turn_calls` and
+        `max_call_args` (judged on the turns kept; a ground-truth string that does not decode as one call is
+        longer than any limit)."""
         limit, classes, most = self.cfg.max_user_turns, self.cfg.classes, self.cfg.max_turn_calls
         kept = problem.gold if limit is None else list(problem.gold)[: int(limit)]
+        args = self.cfg.max_call_args
+
+        def short(text: str) -> bool:
+            calls = _gold_calls(text)
+            return len(calls) == 1 and len(calls[0].args) <= int(args)  # type: ignore[arg-type]
+
         return ((limit is None or self.cfg.cut_longer or len(problem.turns) <= int(limit))
                 and (classes is None or set(problem.entry["involved_classes"]) <= set(classes))
-                and (most is None or all(len(g) <= most for g in kept)))
+                and (most is None or all(len(g) <= most for g in kept))
+                and (args is None or all(short(text) for g in kept for text in g)))
 
     def cut(self, problem: BfclProblem) -> BfclProblem:
         """With `cut_longer`, the entry as its first `max_user_turns` user turns and their ground truth: the
@@ -240,8 +252,9 @@ class BfclMultiTurnTask(Task):
             problems = [self.cut(p) for p in load_category(category) if self.keeps(p)]
             if not problems:
                 raise DatasetError(f"task.bfcl_multi_turn: no {category} entry has at most {self.cfg.max_user_turns} "
-                                   f"user turns, only the classes {self.cfg.classes} and at most "
-                                   f"{self.cfg.max_turn_calls} calls a turn")
+                                   f"user turns, only the classes {self.cfg.classes}, at most "
+                                   f"{self.cfg.max_turn_calls} calls a turn and {self.cfg.max_call_args} "
+                                   "arguments a call")
             size = (int(dataset_cfg.eval_size) * (i + 1) // len(categories)
                     - int(dataset_cfg.eval_size) * i // len(categories))
             tr, ev = split_problems(problems, size, int(dataset_cfg.seed))  # type: ignore[arg-type]

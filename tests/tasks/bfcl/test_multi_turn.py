@@ -4,6 +4,7 @@ observation and a low reward, the scoring process's time limit, and one tiny-mod
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import pickle
@@ -63,6 +64,7 @@ def test_registered_and_options_checked():
                      (BfclMultiTurnConfig(step_timeout_s=0), "step_timeout_s"),
                      (BfclMultiTurnConfig(max_user_turns=0), "max_user_turns"),
                      (BfclMultiTurnConfig(max_turn_calls=0), "max_turn_calls"),
+                     (BfclMultiTurnConfig(max_call_args=-1), "max_call_args"),
                      (BfclMultiTurnConfig(call_reward=-0.1), "call_reward"),
                      (BfclMultiTurnConfig(roles=["a", "a"]), "roles"),
                      (BfclMultiTurnConfig(error_penalty=-1), "error")):
@@ -299,6 +301,23 @@ def test_the_calls_matched_component_is_shaping_beside_the_checkers_pass(task, p
             and right.total == pytest.approx(1 + task.format_reward + task.call_reward))
     name_only, _ = step(task, p, task.initial_state(p), "[" + p.gold[0][0].split("(")[0] + "()]")
     assert name_only.components["calls_matched"] > 0 and not name_only.passed
+
+
+def test_max_call_args_keeps_the_entries_whose_kept_calls_are_short():
+    """The curriculum of short calls: of the 98 single-call first turns, 48 pass one argument and 12 none
+    (counted here from the ground truth's Python syntax, not the task's decoder)."""
+    def arguments(text: str) -> int:
+        call = ast.parse(text).body[0].value
+        return len(call.args) + len(call.keywords)
+
+    full = load_category("multi_turn_base")
+    for most, expected in ((1, 60), (0, 12)):
+        t = BfclMultiTurnTask(BfclMultiTurnConfig(max_user_turns=1, cut_longer=True, max_turn_calls=1,
+                                                  max_call_args=most))
+        train, evals = t.load(DatasetConfig(eval_size=4))
+        kept = train + evals
+        assert len(kept) == expected == sum(len(p.gold[0]) == 1 and arguments(p.gold[0][0]) <= most for p in full)
+        assert all(arguments(p.gold[0][0]) <= most for p in kept)
 
 
 def test_max_turn_calls_keeps_the_entries_whose_kept_turns_want_few_calls():
