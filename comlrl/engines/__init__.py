@@ -74,6 +74,9 @@ class RolloutConfig:
     # the budgeted tree: fixed (G samples per agent at every node) | split (at the last turn, G // 2 per node,
     # then the level's other half split across its nodes by the spread of their first draw's rewards)
     budget: str = "fixed"
+    # samples per agent at a node whose parent joint action solved the problem (its turns after a solved answer
+    # cost less: an unbiased estimate of that path's continuation from fewer samples); null = G, as any node
+    solved_generations: int | None = None
     vllm: VLLMSettings = field(default_factory=VLLMSettings)
     server: ServerSettings = field(default_factory=ServerSettings)
     atropos: AtroposSettings = field(default_factory=AtroposSettings)
@@ -81,6 +84,8 @@ class RolloutConfig:
     def check(self) -> None:
         require(self.is_cap is None or self.is_cap >= 1.0, "rollout.is_cap", self.is_cap, "a number >= 1 or null")
         require(self.redraw_tied >= 0, "rollout.redraw_tied", self.redraw_tied, "an integer >= 0 (0 = never)")
+        require(self.solved_generations is None or self.solved_generations >= 2, "rollout.solved_generations",
+                self.solved_generations, "an integer >= 2 (a sibling group needs two) or null (= G)")
         v, s = self.vllm, self.server
         require(v.kv_cache_gib >= 1, "rollout.vllm.kv_cache_gib", v.kv_cache_gib, "an integer >= 1")
         require(0 < v.gpu_memory_utilization <= 1, "rollout.vllm.gpu_memory_utilization", v.gpu_memory_utilization,

@@ -54,12 +54,24 @@ class TreeShape:
     redraws: int = 0
     # "split": the last turn's samples in two draws, the second G/2 per node split by the first's spread
     budget: str = "fixed"
+    # samples per agent at a node whose parent joint action solved the problem (None: as any node)
+    solved_generations: int | None = None
 
     def generations(self, turn: int) -> int:
         """G at `turn` (1-based)."""
         if turn > 1 and self.later_generations is not None:
             return self.later_generations
         return self.num_generations
+
+    def node_generations(self, node: Node) -> int:
+        """G at `node`: `solved_generations` where the joint action that led to it solved the problem (the
+        task's `Reward.all_passed`), so the turns after a solved answer cost less; else `generations`."""
+        parent, j = node.parent, node.parent_action
+        if self.solved_generations is not None and parent is not None and j is not None:
+            detail = parent.details[j] if j < len(parent.details) else None
+            if detail is not None and detail.all_passed:
+                return self.solved_generations
+        return self.generations(node.turn)
 
 
 def make_roots(initial_messages: Sequence[list[Messages]], tag: str = "") -> list[Node]:
@@ -82,10 +94,15 @@ def expand_trees(
         if turn == shape.num_turns and shape.budget == "split":
             draw_split(level, shape, generate, score)
             break
-        actions = joint_actions(shape.num_agents, shape.generations(turn), shape.joint_mode)
-        draw(level, shape.num_agents, shape.generations(turn), actions, generate, score)
+        by_g: dict[int, list[Node]] = {}
+        for node in level:  # one draw per distinct G (one, unless solved_generations sets some nodes apart)
+            by_g.setdefault(shape.node_generations(node), []).append(node)
+        for g, nodes in sorted(by_g.items(), reverse=True):
+            actions = joint_actions(shape.num_agents, g, shape.joint_mode)
+            draw(nodes, shape.num_agents, g, actions, generate, score)
+            if turn == shape.num_turns:
+                redraw_tied(nodes, shape, actions, generate, score)
         if turn == shape.num_turns:  # last-turn nodes are leaves anyway: nothing to prune
-            redraw_tied(level, shape, actions, generate, score)
             break
         for node in level:
             node.terminated = should_terminate(node.rewards, shape.threshold)
@@ -121,15 +138,15 @@ def draw(nodes: list[Node], num_agents: int, g: int, actions: list[tuple[int, ..
 
 def redraw_tied(level: list[Node], shape: TreeShape, actions: list[tuple[int, ...]], generate: GenerateFn,
                 score: ScoreFn) -> None:
-    """Signal-seeking groups (`rollout.redraw_tied`): each last-turn node whose joint actions tie is drawn again
-    (G fresh samples per agent, the tied draw discarded), up to `shape.redraws` times, until its rewards
+    """Signal-seeking groups (`rollout.redraw_tied`): each last-turn node (of one G) whose joint actions tie is
+    drawn again (G fresh samples per agent, the tied draw discarded), up to `shape.redraws` times, until its rewards
     differ. The group keeps its size, so the advantages are computed as for any node; the redraws a node
     took are counted on it (`Node.redraws`), their completions generated and scored for nothing kept."""
     for _ in range(shape.redraws):
         again = [node for node in level if tied(node.rewards)]
         if not again:
             return
-        draw(again, shape.num_agents, shape.generations(again[0].turn), actions, generate, score)
+        draw(again, shape.num_agents, len(again[0].completions[0]), actions, generate, score)
         for node in again:
             node.redraws += 1
 

@@ -1,0 +1,94 @@
+"""Cheaper turns after a solved answer (`rollout.solved_generations`, issue 39's selective expansion): a node whose
+parent joint action solved the problem samples fewer completions per agent; by hand on scripted draws, no model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from comlrl.config.schema import ConfigError, load_config
+from comlrl.learn.advantages import assign_advantages
+from comlrl.tree.nodes import backup_returns
+from comlrl.tree.rollout import Scored, TreeShape, expand_trees, make_roots
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The part of a task's `Reward` the expander reads."""
+
+    all_passed: bool
+
+
+def grow(shape: TreeShape, root_rewards: list[float], solved: set[int], child_rewards: dict[int, float],
+         flat: frozenset[int] = frozenset()):
+    """One two-agent tree of two turns: the root's joint action j scores root_rewards[j] (solved where j is in
+    `solved`); every joint action of the child of j scores child_rewards[j] + 0.1 x its index (without the
+    index where j is in `flat`: that child ties)."""
+    calls: list[tuple[int, int]] = []
+
+    def generate(requests, n):
+        calls.append((len(requests), n))
+        return [[f"{req[1][0]['content']}/a{req[0]}s{k}" for k in range(n)] for req in requests]
+
+    def score(pairs):
+        out = []
+        for node, act in pairs:
+            j = node.joint.index(act)
+            if node.parent is None:
+                out.append(Scored(root_rewards[j], Verdict(j in solved)))
+            else:
+                step = 0.0 if node.parent_action in flat else 0.1
+                out.append(Scored(child_rewards[node.parent_action] + step * j, Verdict(False)))
+        return out
+
+    def next_messages(pairs):
+        return [[[{"role": "user", "content": f"{node.id}.{j}"}]] * 2 for node, j in pairs]
+
+    roots = make_roots([[[{"role": "user", "content": "p"}]] * 2])
+    expand_trees(roots, shape, generate, score, next_messages)
+    return roots[0], calls
+
+
+def test_the_children_of_solved_joint_actions_sample_fewer() -> None:
+    shape = TreeShape(2, 4, 2, "align", None, solved_generations=2)
+    root, calls = grow(shape, [1.0, 0.0, 1.0, 0.5], solved={0, 2}, child_rewards={0: 1.0, 1: 0.0, 2: 1.0, 3: 0.5})
+    # turn 1: one request per agent, G = 4; turn 2: the two unsolved paths' children at 4, the solved ones' at 2
+    assert calls == [(2, 4), (4, 4), (4, 2)]
+    sizes = {j: len(child.completions[0]) for j, child in root.children.items()}
+    assert sizes == {0: 2, 1: 4, 2: 2, 3: 4}
+    assert [len(root.children[j].joint) for j in range(4)] == [2, 4, 2, 4]
+    # the returns back up each child's mean, over its own number of joint actions: 1 + mean(1.0, 1.1) for j = 0,
+    # 0 + mean(0.0, 0.1, 0.2, 0.3) for j = 1
+    backup_returns(root, 1.0)
+    assert root.returns == pytest.approx([2.05, 0.15, 2.05, 1.15])
+    assign_advantages([root], "mean", "none", 1e-6)
+    assert root.children[0].advantages[0] == pytest.approx([-0.05, 0.05])  # a group of two
+
+
+def test_off_samples_g_everywhere_in_one_call_per_turn() -> None:
+    root, calls = grow(TreeShape(2, 4, 2, "align", None), [1.0, 0.0, 1.0, 0.5], solved={0, 2},
+                       child_rewards={0: 1.0, 1: 0.0, 2: 1.0, 3: 0.5})
+    assert calls == [(2, 4), (8, 4)] and {len(c.completions[0]) for c in root.children.values()} == {4}
+
+
+def test_a_redraw_keeps_each_node_s_own_g() -> None:
+    """A tied last-turn node of a solved path is drawn again with its own two samples per agent."""
+    shape = TreeShape(2, 4, 2, "align", None, redraws=1, solved_generations=2)
+    root, calls = grow(shape, [1.0, 0.0, 0.0, 0.0], solved={0}, child_rewards={0: 1.0, 1: 0.0, 2: 0.0, 3: 0.0},
+                       flat=frozenset({0}))
+    # turn 2: the three unsolved paths' children at 4, the solved one's at 2; it ties, and is drawn again at 2
+    assert calls == [(2, 4), (6, 4), (2, 2), (2, 2)]
+    assert root.children[0].redraws == 1 and len(root.children[0].completions[0]) == 2
+    assert [root.children[j].redraws for j in (1, 2, 3)] == [0, 0, 0]
+
+
+@pytest.mark.parametrize(("overrides", "needle"), [
+    (["rollout.solved_generations=1"], "rollout.solved_generations=1 is not allowed; expected an integer >= 2"),
+    (["rollout.solved_generations=2", "rollout.budget=split"], "expected fixed with rollout.solved_generations set"),
+])
+def test_config_refuses_a_group_of_one_and_the_split(overrides, needle) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(None, overrides)
+    assert needle in str(err.value)
+    assert load_config(None, ["rollout.solved_generations=2"]).rollout.solved_generations == 2
