@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Issue 39's arms, one run at a time: every arm of one config under the same training time (evaluations not
+# counted), seed by seed, then benchmarks/tree_arms.py compares them.
+# Usage: benchmarks/tree_arms_runs.sh OUT_DIR CONFIG MINUTES SEED [SEED ...]
+#   e.g. benchmarks/tree_arms_runs.sh runs/arms learn_easy_T1 12 0 1 2
+# Arms (ARMS="fixed redraw split" by default; `solved` is for two-turn configs):
+#   fixed   the fixed tree (every switch off)
+#   redraw  rollout.redraw_tied=2
+#   split   rollout.budget=split
+#   solved  rollout.solved_generations=2
+# EXTRA="key=value ..." adds overrides to every run (e.g. a tiny-random smoke check of the script itself).
+# A run already finished (OUT_DIR/ARM_sSEED/final) is kept, so the script resumes where it stopped.
+set -euo pipefail
+out=${1:?output directory}; config=${2:?config name under configs/}; minutes=${3:?training minutes per run}
+shift 3
+(($#)) || { echo "give at least one seed" >&2; exit 2; }
+cd "$(dirname "$0")/.."
+py=${PYTHON:-python}
+declare -A switch=([fixed]="" [redraw]="rollout.redraw_tied=2" [split]="rollout.budget=split"
+                   [solved]="rollout.solved_generations=2")
+arms=${ARMS:-fixed redraw split}
+mkdir -p "$out"
+for seed in "$@"; do
+  for arm in $arms; do
+    [[ -v "switch[$arm]" ]] || { echo "unknown arm $arm (fixed, redraw, split, solved)" >&2; exit 2; }
+    run="$out/${arm}_s$seed"
+    [[ -d "$run/final" ]] && { echo "kept $run"; continue; }
+    # training.steps is only a cap here: the time budget ends every arm
+    # shellcheck disable=SC2086
+    "$py" scripts/train.py --config "configs/$config.yaml" training.seed="$seed" training.output_dir="$run" \
+        training.steps=200 training.time_budget_minutes="$minutes" training.overwrite=true \
+        logging.progress_bar=false ${switch[$arm]} ${EXTRA:-} > "$run.log" 2>&1 \
+      || { echo "run $run failed (see $run.log)"; exit 1; }
+    echo "ran $run"
+  done
+done
+args=()
+for arm in $arms; do
+  args+=(--arm "$arm"); for seed in "$@"; do args+=("$out/${arm}_s$seed"); done
+done
+"$py" benchmarks/tree_arms.py "${args[@]}" --json "$out/arms.json" --plot "$out/plots"
