@@ -9,10 +9,10 @@ Baseline and scaling are independent switches.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from comlrl.tree.budget import spread
 from comlrl.tree.nodes import Node, tied
 
 SCALES = ("group", "none")
@@ -107,8 +107,7 @@ def group_advantages(
     else:
         centred = estimator.centre(values)
     if scale == "group":
-        mean = sum(values) / n
-        std = math.sqrt(sum((v - mean) ** 2 for v in values) / n)
+        std = spread(values)
         centred = [c / (std + eps) for c in centred]
     return centred
 

@@ -263,13 +263,12 @@ def run(cfg: RunConfig, callbacks: Sequence[TrainerCallback] = ()) -> int:
     out = Path(cfg.training.output_dir)
     ckpt_root = out / "checkpoints"
     latest = resume_point(cfg)
-    budget = cfg.training.time_budget_minutes
-    if budget is not None:  # the steps before a resume count: their step_seconds are in metrics.jsonl
-        before = checkpoint_step(latest) if latest is not None else 0
-        spent = sum(line.get("step_seconds", 0.0) for line in read_run_lines(out, "metrics", before)) if before else 0.0
-        callbacks = [*callbacks, TimeBudget(budget, spent)]
+    resumed_at = checkpoint_step(latest) if latest else 0
+    if cfg.training.time_budget_minutes is not None:  # the steps before a resume count (metrics.jsonl)
+        spent = sum(line.get("step_seconds", 0.0) for line in read_run_lines(out, "metrics", resumed_at))
+        callbacks = [*callbacks, TimeBudget(cfg.training.time_budget_minutes, spent)]
     calls = CallbackList(callbacks, TrainerState(0, cfg.training.steps, out))
-    comp = build(cfg, log_with=make_trackers(cfg, checkpoint_step(latest) if latest else 0))
+    comp = build(cfg, log_with=make_trackers(cfg, resumed_at))
     acc = comp.accelerator
     start = 0
     if cfg.training.resume:

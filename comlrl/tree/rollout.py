@@ -117,20 +117,27 @@ def expand_trees(
     return roots
 
 
+def _sampled_rows(nodes: list[Node], num_agents: int, g: int, generate: GenerateFn) -> list[list[list[Any]]]:
+    """`g` samples per agent of every node, in one call: per node, one row per agent."""
+    outputs = generate([(a, node.messages[a]) for node in nodes for a in range(num_agents)], g)
+    if len(outputs) != len(nodes) * num_agents:
+        raise RuntimeError(f"generate returned {len(outputs)} results for {len(nodes) * num_agents} requests")
+    return [[list(outputs[i * num_agents + a]) for a in range(num_agents)] for i in range(len(nodes))]
+
+
+def _scored_chunks(nodes: list[Node], actions: list[tuple[int, ...]], score: ScoreFn) -> list[list[Scored]]:
+    """`actions` of every node scored in one call (the nodes hold their completions): per node, its chunk."""
+    scored = score([(node, action) for node in nodes for action in actions])
+    return [scored[i * len(actions) : (i + 1) * len(actions)] for i in range(len(nodes))]
+
+
 def draw(nodes: list[Node], num_agents: int, g: int, actions: list[tuple[int, ...]], generate: GenerateFn,
          score: ScoreFn) -> None:
     """Sample `g` completions per agent of every node in one call, then score every joint action in one call;
     fills (or replaces) the nodes' completions, joint actions, rewards, details and next states."""
-    requests = [(a, node.messages[a]) for node in nodes for a in range(num_agents)]
-    outputs = generate(requests, g)
-    if len(outputs) != len(requests):
-        raise RuntimeError(f"generate returned {len(outputs)} results for {len(requests)} requests")
-    for i, node in enumerate(nodes):
-        node.completions = [list(outputs[i * num_agents + a]) for a in range(num_agents)]
-        node.joint = list(actions)
-    scored = score([(node, action) for node in nodes for action in actions])
-    for i, node in enumerate(nodes):
-        chunk = scored[i * len(actions) : (i + 1) * len(actions)]
+    for node, rows in zip(nodes, _sampled_rows(nodes, num_agents, g, generate), strict=True):
+        node.completions, node.joint = rows, list(actions)
+    for node, chunk in zip(nodes, _scored_chunks(nodes, actions, score), strict=True):
         node.rewards = [float(s.reward) for s in chunk]
         node.details = [s.detail for s in chunk]
         node.next_states = [s.next_state for s in chunk]
@@ -166,17 +173,12 @@ def draw_split(level: list[Node], shape: TreeShape, generate: GenerateFn, score:
         node.first_draw = first
     for k in sorted(set(extra) - {0}):
         nodes = [node for node, e in zip(level, extra, strict=True) if e == k]
-        outputs = generate([(a, node.messages[a]) for node in nodes for a in range(n)], k)
-        if len(outputs) != len(nodes) * n:
-            raise RuntimeError(f"generate returned {len(outputs)} results for {len(nodes) * n} requests")
         added = [(first + i,) * n for i in range(k)]
-        for i, node in enumerate(nodes):
-            for a in range(n):
-                node.completions[a].extend(outputs[i * n + a])
+        for node, rows in zip(nodes, _sampled_rows(nodes, n, k, generate), strict=True):
+            for row, more in zip(node.completions, rows, strict=True):
+                row.extend(more)
             node.joint.extend(added)
-        scored = score([(node, action) for node in nodes for action in added])
-        for i, node in enumerate(nodes):
-            chunk = scored[i * k : (i + 1) * k]
+        for node, chunk in zip(nodes, _scored_chunks(nodes, added, score), strict=True):
             node.rewards.extend(float(s.reward) for s in chunk)
             node.details.extend(s.detail for s in chunk)
             node.next_states.extend(s.next_state for s in chunk)
