@@ -7,7 +7,9 @@ Each arm lists its runs in seed order (the i-th run of every arm is one seed). B
 `training.time_budget_minutes` and are evaluated the same way (held-out set, seed, chains), so their last
 evaluations are compared at equal training time. Per run: the training minutes spent, the held-out sampled
 pass@1 gain with its paired interval, the signal share (completions in a sibling group that trains over all
-completions generated, redraws included) and tokens generated per trained completion. Per seed, for each arm
+completions generated, redraws included), tokens generated per trained completion, a step's seconds (generation /
+update), and the evaluation before training's seconds: the same work in every arm of a seed, so it shows the
+host's speed when each run was made (a slower host fits fewer steps in the budget). Per seed, for each arm
 after the first: its held-out sampled pass@1 minus the first arm's at the end, paired by problem, and the ratio
 of the gains. --plot draws signal.png and the other metric plots of every run overlaid (comlrl-plot's).
 """
@@ -38,6 +40,10 @@ class RunFigures:
     signal_share: float  # over the whole run: sum of in-signal completions / sum generated
     tokens_per_trained: float  # generated tokens / trained completions
     redraws: int
+    gen_seconds: float  # per step, mean: where an arm's step time goes
+    update_seconds: float
+    host_seconds: float | None  # the evaluation before training: the same work in every arm of a seed, so a
+    # slower host between two arms' runs shows here (it shrinks the slower run's steps within the budget)
 
 
 def _heldout(records: list[dict], step: int) -> dict[str, dict]:
@@ -69,7 +75,11 @@ def figures(run: Path) -> RunFigures:
         gain=record_difference(first, last, lambda r: r.get(MEASURE), MEASURE),
         signal_share=with_signal / generated if generated else math.nan,
         tokens_per_trained=sum(m["gen_tokens"] for m in lines) / samples if samples else math.nan,
-        redraws=int(sum(m.get("redraw/draws", 0) for m in lines)))
+        redraws=int(sum(m.get("redraw/draws", 0) for m in lines)),
+        gen_seconds=sum(m.get("gen_seconds", 0.0) for m in lines) / len(lines),
+        update_seconds=sum(m.get("update_seconds", 0.0) for m in lines) / len(lines),
+        host_seconds=next((m["eval/seconds"] for m in read_run_lines(run, "metrics")
+                           if m.get("step") == 0 and "eval/seconds" in m), None))
 
 
 def versus(base: Path, other: Path) -> PairedDiff | None:
@@ -87,8 +97,9 @@ def table(arms: dict[str, list[Path]]) -> tuple[str, dict]:
     names = list(arms)
     base = names[0]
     rows = ["| seed | arm | steps | training min | held-out sampled pass@1 | gain, points (95% CI) | "
-            f"vs {base} at the end | gain ratio | signal share | tokens per trained completion | redraws |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"]
+            f"vs {base} at the end | gain ratio | signal share | tokens per trained completion | redraws | "
+            "s per step (generation / update) | evaluation before training, s |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     out: dict = {"arms": {}, "versus": {}}
     for seed in range(len(arms[base])):
         ref = figures(arms[base][seed])
@@ -102,9 +113,12 @@ def table(arms: dict[str, list[Path]]) -> tuple[str, dict]:
                 vs = _points(d)
                 if f.gain and ref.gain and ref.gain.delta > 0:
                     ratio = f"{f.gain.delta / ref.gain.delta:.2f}"
+            per_step = 60 * f.train_minutes / f.steps
+            host = "n/a" if f.host_seconds is None else f"{f.host_seconds:.0f}"
             level = (f"{100 * f.gain.before:.1f}% → {100 * f.gain.after:.1f}%" if f.gain else "n/a")
             rows.append(f"| {seed} | {name} | {f.steps} | {f.train_minutes:.1f} | {level} | {_points(f.gain)} | "
-                        f"{vs} | {ratio} | {f.signal_share:.2f} | {f.tokens_per_trained:.0f} | {f.redraws} |")
+                        f"{vs} | {ratio} | {f.signal_share:.2f} | {f.tokens_per_trained:.0f} | {f.redraws} | "
+                        f"{per_step:.0f} ({f.gen_seconds:.0f} / {f.update_seconds:.0f}) | {host} |")
     return "\n".join(rows), out
 
 

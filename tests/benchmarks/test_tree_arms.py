@@ -23,15 +23,16 @@ def tree_arms():
     return module
 
 
-def write_run(path: Path, before: list[float], after: list[float], steps: list[dict]) -> Path:
-    """A run: its held-out sampled pass@1 per problem before (step 0) and after, and its training steps."""
+def write_run(path: Path, before: list[float], after: list[float], steps: list[dict], host: float = 100.0) -> Path:
+    """A run: its held-out sampled pass@1 per problem before (step 0) and after, its training steps, and the
+    seconds of its evaluation before training."""
     path.mkdir(parents=True)
     last = len(steps)
     evals = [{"step": step, "set": "heldout", "index": i, "sampled_pass": v}
              for step, values in ((0, before), (last, after)) for i, v in enumerate(values)]
     evals.append({"step": last, "set": "probe", "index": 0, "sampled_pass": 1.0})  # not held out: not counted
     (path / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in evals))
-    lines = [{"step": 0, "eval/sampled/pass_at_1": sum(before) / len(before)},
+    lines = [{"step": 0, "eval/sampled/pass_at_1": sum(before) / len(before), "eval/seconds": host},
              *({"step": i + 1, **s} for i, s in enumerate(steps))]
     (path / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in lines))
     return path
@@ -43,12 +44,15 @@ BEFORE = [0.0, 0.25, 0.5, 0.0]
 @pytest.fixture
 def arms(tmp_path: Path) -> tuple[Path, Path]:
     fixed = write_run(tmp_path / "fixed_s0", BEFORE, [0.25, 0.25, 0.75, 0.25], [
-        {"step_seconds": 60.0, "samples": 8, "gen_tokens": 800, "signal_share": 0.5, "completions_generated": 16},
-        {"step_seconds": 60.0, "samples": 8, "gen_tokens": 800, "signal_share": 0.5, "completions_generated": 16}])
+        {"step_seconds": 60.0, "samples": 8, "gen_tokens": 800, "signal_share": 0.5, "completions_generated": 16,
+         "gen_seconds": 20.0, "update_seconds": 40.0},
+        {"step_seconds": 60.0, "samples": 8, "gen_tokens": 800, "signal_share": 0.5, "completions_generated": 16,
+         "gen_seconds": 30.0, "update_seconds": 30.0}])
     redraw = write_run(tmp_path / "redraw_s0", BEFORE, [0.5, 0.25, 1.0, 0.25], [
         {"step_seconds": 90.0, "samples": 24, "gen_tokens": 3200, "signal_share": 0.75,
          "completions_generated": 32, "redraw/draws": 2},
-        {"step_seconds": 30.0, "samples": 8, "gen_tokens": 800, "signal_share": 0.5, "completions_generated": 16}])
+        {"step_seconds": 30.0, "samples": 8, "gen_tokens": 800, "signal_share": 0.5, "completions_generated": 16}],
+        host=123.4)
     return fixed, redraw
 
 
@@ -64,11 +68,14 @@ def test_each_run_and_the_arms_against_each_other_by_hand(arms, capsys) -> None:
     def pts(d):
         return f"{100 * d.delta:+.1f} ({100 * d.lo:+.1f} to {100 * d.hi:+.1f})"
 
-    # 2 steps of 60 s; 16 of 32 generated in trained groups; 1600 tokens for 16 trained completions
-    assert rows[2] == f"| 0 | fixed | 2 | 2.0 | 18.8% → 37.5% | {pts(gain_fixed)} |  |  | 0.50 | 100 | 0 |"
-    # 90 + 30 s; (0.75 x 32 + 0.5 x 16) / 48 = 0.67; 4000 tokens / 32 trained = 125; ratio 0.3125 / 0.1875
+    # 2 steps of 60 s (generation 20 and 30 s, update 40 and 30 s); 16 of 32 generated in trained groups; 1600
+    # tokens for 16 trained completions; the evaluation before training took 100 s
+    assert rows[2] == (f"| 0 | fixed | 2 | 2.0 | 18.8% → 37.5% | {pts(gain_fixed)} |  |  | 0.50 | 100 | 0 "
+                       "| 60 (25 / 35) | 100 |")
+    # 90 + 30 s; (0.75 x 32 + 0.5 x 16) / 48 = 0.67; 4000 tokens / 32 trained = 125; ratio 0.3125 / 0.1875;
+    # no generation or update seconds logged: 0; a slower host's evaluation, 123 s
     assert rows[3] == (f"| 0 | redraw | 2 | 2.0 | 18.8% → 50.0% | {pts(gain_redraw)} | {pts(vs)} | 1.67 | 0.67 "
-                       "| 125 | 2 |")
+                       "| 125 | 2 | 60 (0 / 0) | 123 |")
 
 
 def test_the_figures_go_to_json_and_the_plots_overlay_the_runs(arms, tmp_path, capsys) -> None:
