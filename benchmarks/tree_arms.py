@@ -61,7 +61,8 @@ def evaluations(run: Path) -> tuple[dict[str, dict], dict[str, dict]]:
 
 
 def figures(run: Path) -> RunFigures:
-    lines = [m for m in read_run_lines(run, "metrics") if "step_seconds" in m]
+    metrics = read_run_lines(run, "metrics")
+    lines = [m for m in metrics if "step_seconds" in m]
     if not lines:
         raise SystemExit(f"tree_arms: {run}/metrics.jsonl holds no training step")
     first, last = evaluations(run)
@@ -78,8 +79,7 @@ def figures(run: Path) -> RunFigures:
         redraws=int(sum(m.get("redraw/draws", 0) for m in lines)),
         gen_seconds=sum(m.get("gen_seconds", 0.0) for m in lines) / len(lines),
         update_seconds=sum(m.get("update_seconds", 0.0) for m in lines) / len(lines),
-        host_seconds=next((m["eval/seconds"] for m in read_run_lines(run, "metrics")
-                           if m.get("step") == 0 and "eval/seconds" in m), None))
+        host_seconds=next((m["eval/seconds"] for m in metrics if m.get("step") == 0 and "eval/seconds" in m), None))
 
 
 def versus(base: Path, other: Path) -> PairedDiff | None:
