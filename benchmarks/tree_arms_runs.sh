@@ -8,6 +8,7 @@
 #   redraw  rollout.redraw_tied=2
 #   split   rollout.budget=split
 #   solved  rollout.solved_generations=2
+#   share   magrpo.advantage.train_per_group=4 (each group trains 4 of its completions, unbiased)
 # EXTRA="key=value ..." adds overrides to every run (e.g. a tiny-random smoke check of the script itself).
 # A run already finished (OUT_DIR/ARM_sSEED/final) is kept, so the script resumes where it stopped.
 set -euo pipefail
@@ -17,12 +18,12 @@ shift 3
 cd "$(dirname "$0")/.."
 py=${PYTHON:-python}
 declare -A switch=([fixed]="" [redraw]="rollout.redraw_tied=2" [split]="rollout.budget=split"
-                   [solved]="rollout.solved_generations=2")
+                   [solved]="rollout.solved_generations=2" [share]="magrpo.advantage.train_per_group=4")
 arms=${ARMS:-fixed redraw split}
 mkdir -p "$out"
 for seed in "$@"; do
   for arm in $arms; do
-    [[ -v "switch[$arm]" ]] || { echo "unknown arm $arm (fixed, redraw, split, solved)" >&2; exit 2; }
+    [[ -v "switch[$arm]" ]] || { echo "unknown arm $arm (fixed, redraw, split, solved, share)" >&2; exit 2; }
     run="$out/${arm}_s$seed"
     [[ -d "$run/final" ]] && { echo "kept $run"; continue; }
     # training.steps is only a cap here: the time budget ends every arm

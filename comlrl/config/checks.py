@@ -163,6 +163,14 @@ def _validate_algorithm(cfg: RunConfig) -> None:
     require(cfg.rollout.atropos.url is None or a.name == "magrpo", "algorithm.name", a.name,
             "magrpo with rollout.atropos.url (an Atropos group is a sibling group of the policy gradient; "
             "the other families need the tree)")
+    per_group = m.advantage.train_per_group
+    if per_group is not None:  # a share of each tree group trains (comlrl/learn/subsample.py)
+        require(a.name in ("magrpo", "centralized"), "magrpo.advantage.train_per_group", per_group,
+                f"null for algorithm.name={a.name} (only magrpo and centralized train sibling groups' advantages)")
+        require(m.loss.kl_coef == 0, "magrpo.advantage.train_per_group", per_group,
+                "null with magrpo.loss.kl_coef > 0 (the KL term of an untrained completion would be lost)")
+        require(cfg.rollout.atropos.url is None, "magrpo.advantage.train_per_group", per_group,
+                "null with rollout.atropos.url (Atropos's groups train whole)")
 
 
 def _validate_agents(cfg: RunConfig) -> None:

@@ -54,9 +54,14 @@ class AdvantageConfig:
     baseline: str = "mean"  # mean | loo | max | none
     scale: str = "group"  # group (divide by sibling std) | none (Dr.GRPO)
     eps: float = 1e-6
+    # completions each sibling group trains, drawn with probability proportional to |advantage| and weighted by
+    # its inverse (an unbiased estimate of the group's gradient at a share of the update's cost); null = all
+    train_per_group: int | None = None
 
     def check(self) -> None:
         require(self.eps > 0, "magrpo.advantage.eps", self.eps, "a number > 0")
+        require(self.train_per_group is None or self.train_per_group >= 1, "magrpo.advantage.train_per_group",
+                self.train_per_group, "an integer >= 1 or null (every completion trains)")
 
 
 @dataclass

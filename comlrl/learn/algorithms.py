@@ -34,6 +34,7 @@ from comlrl.learn.critic import completion_targets, lambda_returns, whiten
 from comlrl.learn.marlhf import MarlhfConfig, marlhf_loss, marlhf_units
 from comlrl.learn.preference import Pair, tree_pairs
 from comlrl.learn.replay import PreferenceRounds
+from comlrl.learn.subsample import train_subsample
 from comlrl.learn.units import (
     Algorithm,
     MetricSums,
@@ -97,9 +98,21 @@ def _advantage_units(roots: Sequence[Node], cfg: RunConfig, values: StateValues 
     m = cfg.magrpo
     stats = assign_advantages(list(roots), m.advantage.baseline, m.advantage.scale, m.advantage.eps,
                               credit=m.advantage.credit)
-    units = [Unit((node.completions[a][k],), (float(adv[k]),))
-             for root in roots for node in root.walk() for a, adv in enumerate(node.advantages) if adv is not None
-             for k in range(len(adv))]
+    groups = [(node.completions[a], adv) for root in roots for node in root.walk()
+              for a, adv in enumerate(node.advantages) if adv is not None]
+    size = m.advantage.train_per_group
+    if size is None:
+        return [Unit((row[k],), (float(adv[k]),)) for row, adv in groups for k in range(len(adv))], stats
+    # seeded per step and rank by the trainer (torch.manual_seed before the rollout): reproducible draws
+    import torch
+
+    rng = random.Random(torch.initial_seed())
+    units = []
+    for row, adv in groups:
+        drawn = train_subsample(adv, size, rng)
+        kept = {k for k, _ in drawn}
+        left = tuple(max(1, len(row[k].completion_ids)) for k in range(len(adv)) if k not in kept)
+        units += [Unit((row[k],), (float(a),), stands_for=left if i == 0 else ()) for i, (k, a) in enumerate(drawn)]
     return units, stats
 
 

@@ -31,6 +31,9 @@ class Unit:
     targets: tuple[float, ...] = ()  # per sample, the value target of its state (actor-critic)
     pairs: tuple[tuple[int, int], ...] = ()  # (preferred, other) joint actions of a node's samples (marlhf)
     seen: bool = False  # its pairs trained the model before (a replayed earlier round's): not held out
+    # the completion lengths of untrained siblings its advantage stands for (magrpo.advantage.train_per_group):
+    # the step's policy normaliser counts them, so a subsample's loss estimates the whole group's
+    stands_for: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

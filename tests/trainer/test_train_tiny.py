@@ -155,6 +155,26 @@ def test_redraws_of_tied_last_turn_nodes_are_counted_in_the_metrics_and_the_tree
     assert step["signal_share"] == pytest.approx(trained / generated) and step["completions_generated"] == generated
 
 
+def test_a_share_of_each_group_trains_and_the_metrics_count_it(tmp_path, tiny_model):
+    """magrpo.advantage.train_per_group=2 through the real trainer: every sibling group with a signal trains 2 of
+    its 4 completions (fewer where fewer advantages are not 0), the signal share still counts whole groups, and
+    the adapters move."""
+    run = tmp_path / "share"
+    res = train_here(["--config", "configs/align_T2_G4.yaml", *TINY, "training.steps=1",
+                      "magrpo.advantage.train_per_group=2", "evaluation.samples=0", "evaluation.probe_problems=0",
+                      f"training.output_dir={run}"])
+    assert res.returncode == 0, res.stderr[-3000:]
+    step = metrics(run)[1]
+    trees = [json.loads(x) for x in (run / "trees.jsonl").read_text().splitlines()]
+    groups = [a for t in trees for a in t["advantages"] if a is not None]
+    assert groups and step["samples"] == sum(min(2, sum(x != 0 for x in a)) for a in groups)
+    assert step["samples"] < sum(len(a) for a in groups)
+    generated = sum(2 * 4 for _ in trees)
+    assert step["signal_share"] == pytest.approx(sum(len(a) for a in groups) / generated)
+    for agent in (0, 1):  # LoRA B starts at zero: a non-zero B trained
+        assert max(float(v.abs().max()) for k, v in _adapter(run, agent).items() if "lora_B" in k) > 0
+
+
 def test_a_budgeted_tree_splits_the_last_turn_and_trains_on_unequal_groups(tmp_path, tiny_model):
     """rollout.budget=split through the real trainer: turn 1 keeps G = 4; each turn-2 node draws 2 samples per
     agent, then the turn's other 2 per node go where the first two spread (at most 4 more to a node); every
