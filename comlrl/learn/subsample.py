@@ -12,6 +12,7 @@ with exactly these probabilities (docs/algorithm.md, "Training a share of each g
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
 
@@ -35,7 +36,7 @@ def systematic_draw(probs: Sequence[float], start: float) -> list[int]:
     for i, p in enumerate(probs):
         high = low + p
         # the next point at or above `low`: start + ceil(low - start); drawn when it lies below `high`
-        point = start + max(0, -(-(low - start - 1e-12) // 1))
+        point = start + max(0, math.ceil(low - start - 1e-12))
         if p > 0 and point < high - 1e-12 and len(out) < total:
             out.append(i)
         low = high
