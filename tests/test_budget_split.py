@@ -43,13 +43,15 @@ def test_the_expander_draws_half_then_the_rest_where_the_first_half_spread() -> 
     """Three one-turn trees, two agents, G = 4: two samples per agent first, then the level's other 2 x 3 = 6
     per agent split by spread, at most 4 per node. Tree 0 ties (0, 0), tree 1 spreads (0, 1), tree 2 spreads
     more (0, 2): sd 0.5 and 1.0 split the 6 as 2 and 4."""
-    calls: list[tuple[int, int]] = []
+    calls: list[tuple[int, int | list[int]]] = []
     rewards = {0: [0.0, 0.0, 0.0, 0.0, 0.0, 0.0], 1: [0.0, 1.0, 1.0, 0.0], 2: [0.0, 2.0, 2.0, 2.0, 0.0, 1.0]}
     drawn = {0: 0, 1: 0, 2: 0}
 
     def generate(requests, n):
         calls.append((len(requests), n))
-        return [[f"{messages[0]['content']}|a{agent}" for _ in range(n)] for agent, messages in requests]
+        counts = n if isinstance(n, list) else [n] * len(requests)
+        return [[f"{messages[0]['content']}|a{agent}" for _ in range(k)]
+                for (agent, messages), k in zip(requests, counts, strict=True)]
 
     def score(pairs):
         out = []
@@ -62,7 +64,9 @@ def test_the_expander_draws_half_then_the_rest_where_the_first_half_spread() -> 
     roots = make_roots([[[{"role": "user", "content": f"p{i}"}]] * 2 for i in range(3)])
     shape = TreeShape(2, 4, 1, "align", None, budget="split")
     expand_trees(roots, shape, generate, score, lambda pairs: [])
-    assert calls == [(6, 2), (2, 2), (2, 4)]  # the first draw; then one call per extra count (2: tree 1, 4: tree 2)
+    # the first draw; then the extra samples of every node that spread in one call (2 each agent of tree 1, 4 of
+    # tree 2): one decode pass, not one per count
+    assert calls == [(6, 2), (4, [2, 2, 4, 4])]
     assert [len(r.completions[0]) for r in roots] == [2, 4, 6] and [r.first_draw for r in roots] == [2, 2, 2]
     assert roots[2].joint == [(g, g) for g in range(6)] and roots[2].rewards == rewards[2]
     assert roots[1].rewards == rewards[1] and roots[0].rewards == [0.0, 0.0]

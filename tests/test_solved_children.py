@@ -22,14 +22,16 @@ class Verdict:
 
 def grow(shape: TreeShape, root_rewards: list[float], solved: set[int], child_rewards: dict[int, float],
          flat: frozenset[int] = frozenset()):
-    """One two-agent tree of two turns: the root's joint action j scores root_rewards[j] (solved where j is in
-    `solved`); every joint action of the child of j scores child_rewards[j] + 0.1 x its index (without the
-    index where j is in `flat`: that child ties)."""
-    calls: list[tuple[int, int]] = []
+    """One two-agent tree: the root's joint action j scores root_rewards[j] (solved where j is in `solved`);
+    every joint action j' of a deeper node reached by joint action j scores child_rewards[j] + 0.1 x j'
+    (without the 0.1 x j' where j is in `flat`: that node ties)."""
+    calls: list[tuple[int, int | list[int]]] = []
 
     def generate(requests, n):
         calls.append((len(requests), n))
-        return [[f"{req[1][0]['content']}/a{req[0]}s{k}" for k in range(n)] for req in requests]
+        counts = n if isinstance(n, list) else [n] * len(requests)
+        return [[f"{req[1][0]['content']}/a{req[0]}s{k}" for k in range(g)]
+                for req, g in zip(requests, counts, strict=True)]
 
     def score(pairs):
         out = []
@@ -53,8 +55,9 @@ def grow(shape: TreeShape, root_rewards: list[float], solved: set[int], child_re
 def test_the_children_of_solved_joint_actions_sample_fewer() -> None:
     shape = TreeShape(2, 4, 2, "align", None, solved_generations=2)
     root, calls = grow(shape, [1.0, 0.0, 1.0, 0.5], solved={0, 2}, child_rewards={0: 1.0, 1: 0.0, 2: 1.0, 3: 0.5})
-    # turn 1: one request per agent, G = 4; turn 2: the two unsolved paths' children at 4, the solved ones' at 2
-    assert calls == [(2, 4), (4, 4), (4, 2)]
+    # turn 1: one request per agent, G = 4; turn 2, in one call: the solved paths' children (0, 2) at 2 per
+    # agent, the unsolved ones' (1, 3) at 4
+    assert calls == [(2, 4), (8, [2, 2, 4, 4, 2, 2, 4, 4])]
     sizes = {j: len(child.completions[0]) for j, child in root.children.items()}
     assert sizes == {0: 2, 1: 4, 2: 2, 3: 4}
     assert [len(root.children[j].joint) for j in range(4)] == [2, 4, 2, 4]
@@ -77,10 +80,22 @@ def test_a_redraw_keeps_each_node_s_own_g() -> None:
     shape = TreeShape(2, 4, 2, "align", None, redraws=1, solved_generations=2)
     root, calls = grow(shape, [1.0, 0.0, 0.0, 0.0], solved={0}, child_rewards={0: 1.0, 1: 0.0, 2: 0.0, 3: 0.0},
                        flat=frozenset({0}))
-    # turn 2: the three unsolved paths' children at 4, the solved one's at 2; it ties, and is drawn again at 2
-    assert calls == [(2, 4), (6, 4), (2, 2), (2, 2)]
+    # turn 2: the solved path's child at 2, the three unsolved ones' at 4, in one call; it ties, and is drawn
+    # again at 2
+    assert calls == [(2, 4), (8, [2, 2, 4, 4, 4, 4, 4, 4]), (2, 2)]
     assert root.children[0].redraws == 1 and len(root.children[0].completions[0]) == 2
     assert [root.children[j].redraws for j in (1, 2, 3)] == [0, 0, 0]
+
+
+def test_every_joint_action_of_a_mixed_level_grows_a_child() -> None:
+    """Three turns: at turn 2 the solved path's node has 2 joint actions and the others 4, and each grows a
+    child per joint action of its own (the expander once gave every node of the level the last G drawn's
+    count, so the 4-action nodes grew 2 children each)."""
+    shape = TreeShape(2, 4, 3, "align", None, solved_generations=2)
+    root, calls = grow(shape, [1.0, 0.0, 0.0, 0.0], solved={0}, child_rewards={0: 1.0, 1: 0.0, 2: 0.0, 3: 0.5})
+    assert [len(root.children[j].children) for j in range(4)] == [2, 4, 4, 4]
+    assert calls == [(2, 4), (8, [2, 2, 4, 4, 4, 4, 4, 4]), (28, 4)]  # turn 3: 14 nodes x 2 agents at G = 4
+    assert all(len(c.completions[0]) == 4 for child in root.children.values() for c in child.children.values())
 
 
 @pytest.mark.parametrize(("overrides", "needle"), [

@@ -108,9 +108,10 @@ class RolloutEngine(Protocol):
 
     name: str
 
-    def generate(self, requests: list[tuple[int, Messages]], num_samples: int, greedy: bool = False,
+    def generate(self, requests: list[tuple[int, Messages]], num_samples: int | Sequence[int], greedy: bool = False,
                  stop_strings: Sequence[str] | None = None) -> list[list[Sample]]:
-        """`num_samples` completions per request, in request order (see `AgentPolicies.generate`)."""
+        """`num_samples` completions per request (one count for all, or one per request), in request order
+        (see `AgentPolicies.generate`)."""
         ...
 
     def weights_changed(self) -> None:
@@ -133,7 +134,7 @@ class HFEngine:
     def __init__(self, policies: AgentPolicies) -> None:
         self.policies = policies
 
-    def generate(self, requests: list[tuple[int, Messages]], num_samples: int, greedy: bool = False,
+    def generate(self, requests: list[tuple[int, Messages]], num_samples: int | Sequence[int], greedy: bool = False,
                  stop_strings: Sequence[str] | None = None) -> list[list[Sample]]:
         return self.policies.generate(requests, num_samples, greedy=greedy, stop_strings=stop_strings)
 

@@ -190,7 +190,7 @@ class ServerEngine:
         self._last_agent = agent
         return [[(list(ids), lps) for ids, lps in completions] for completions in answer["outputs"]]
 
-    def generate(self, requests: list[tuple[int, Messages]], num_samples: int, greedy: bool = False,
+    def generate(self, requests: list[tuple[int, Messages]], num_samples: int | Sequence[int], greedy: bool = False,
                  stop_strings: Sequence[str] | None = None) -> list[list[Sample]]:
         if self.pusher and self._pushed != self.version:  # no weights_changed yet (an evaluation-only build)
             self._push()

@@ -25,7 +25,7 @@ import torch
 from peft.tuners.lora import LoraLayer
 
 from comlrl.engines.vllm_runner import Completion, Sampling, VLLMRunner, VLLMUnavailable
-from comlrl.policy import AgentPolicies, LoraAgentsModule, Messages, Sample, agent_name
+from comlrl.policy import AgentPolicies, LoraAgentsModule, Messages, Sample, agent_name, sample_counts
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +128,8 @@ def agent_order(agents: set[int], held: int | None) -> list[int]:
     return sorted(agents, key=lambda a: (a != held, a))
 
 
-def generate_by_agent(policies: AgentPolicies, requests: list[tuple[int, Messages]], num_samples: int, greedy: bool,
+def generate_by_agent(policies: AgentPolicies, requests: list[tuple[int, Messages]], num_samples: int | Sequence[int],
+                      greedy: bool,
                       stop_strings: Sequence[str] | None, held: int | None,
                       run: Callable[[int, list[list[int]], list[Sampling]], list[list[Completion]]]
                       ) -> list[list[Sample]]:
@@ -137,6 +138,7 @@ def generate_by_agent(policies: AgentPolicies, requests: list[tuple[int, Message
     sampling)` in one call. One seed per request, drawn in request order from the trainer's torch seed,
     so the samples do not depend on the order in which the agents are served."""
     pol, cfg = policies, policies.cfg
+    counts = sample_counts(num_samples, len(requests))
     stops = tuple(pol.stop_strings if stop_strings is None else stop_strings)
     prompts = [pol.prompt_ids(agent, msgs) for agent, msgs in requests]
     results: list[list[Sample]] = [[] for _ in requests]
@@ -144,9 +146,9 @@ def generate_by_agent(policies: AgentPolicies, requests: list[tuple[int, Message
     for agent in agent_order({a for a, _ in requests}, held):
         mine = [r for r, (a, _) in enumerate(requests) if a == agent]
         # greedy: n must be 1, so a request's samples are separate (identical) prompts
-        rows = [r for r in mine for _ in range(num_samples if greedy else 1)]
+        rows = [r for r in mine for _ in range(counts[r] if greedy else 1)]
         sampling = [Sampling(max_tokens=cfg.max_new_tokens, stop=stops, stop_token_ids=tuple(pol.eos_ids[agent]),
-                             greedy=greedy, n=num_samples, temperature=cfg.temperature, top_p=cfg.top_p,
+                             greedy=greedy, n=counts[r], temperature=cfg.temperature, top_p=cfg.top_p,
                              top_k=cfg.top_k or 0, seed=seeds[r]) for r in rows]
         outs = run(agent, [list(prompts[r][0]) for r in rows], sampling)
         for r, completions in zip(rows, outs, strict=True):
@@ -194,7 +196,7 @@ class VLLMEngine:
         self._held = None
         self.weights.refresh()  # ZeRO-3: every rank gathers here, together
 
-    def generate(self, requests: list[tuple[int, Messages]], num_samples: int, greedy: bool = False,
+    def generate(self, requests: list[tuple[int, Messages]], num_samples: int | Sequence[int], greedy: bool = False,
                  stop_strings: Sequence[str] | None = None) -> list[list[Sample]]:
         return generate_by_agent(self.policies, requests, num_samples, greedy, stop_strings, self._held, self._run)
 

@@ -16,6 +16,17 @@ def positions(attention_mask: torch.Tensor) -> torch.Tensor:
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
+def sample_counts(num_samples: int | Sequence[int], requests: int) -> list[int]:
+    """Completions per request: `num_samples` for every request, or one count per request (nodes of different
+    G drawn in one call)."""
+    if isinstance(num_samples, int):
+        return [num_samples] * requests
+    counts = list(num_samples)
+    if len(counts) != requests:
+        raise ValueError(f"{len(counts)} sample counts for {requests} requests")
+    return counts
+
+
 def cut_at_eos(ids: Sequence[int], eos: Sequence[int]) -> tuple[list[int], bool]:
     """The completion up to and including its first EOS id, and whether there was one."""
     ends = set(eos)

@@ -19,7 +19,7 @@ from torch import nn
 
 from comlrl.models import AgentsConfig, ModelConfig, publishable, resolve_model_path
 from comlrl.policy.agents import AgentsModule
-from comlrl.policy.generation import cut_at_eos, cut_at_stop, generate_rows, stop_criterion
+from comlrl.policy.generation import cut_at_eos, cut_at_stop, generate_rows, sample_counts, stop_criterion
 from comlrl.policy.loading import build_agents, eos_ids, load_tokenizers
 from comlrl.policy.model_card import base_model, card, name_base
 from comlrl.policy.packing import PackedBatch, pack
@@ -96,9 +96,10 @@ class AgentPolicies:
 
     # ---- generation -----------------------------------------------------------------------------
     @torch.no_grad()
-    def generate(self, requests: list[tuple[int, Messages]], num_samples: int, greedy: bool = False,
+    def generate(self, requests: list[tuple[int, Messages]], num_samples: int | Sequence[int], greedy: bool = False,
                  stop_strings: Sequence[str] | None = None) -> list[list[Sample]]:
-        """`num_samples` completions per (agent, messages) request, batched as the module groups them.
+        """`num_samples` completions per (agent, messages) request (one count for all, or one per request),
+        batched as the module groups them.
 
         In LoRA mode rows of all agents share one call (per-row adapter routing); in full mode there is one
         call per agent. Sampling uses model.temperature / top_p / top_k, greedy ignores them.
@@ -109,20 +110,28 @@ class AgentPolicies:
         """
         stops = tuple(self.stop_strings if stop_strings is None else stop_strings)
         prompts = [self.prompt_ids(agent, msgs) for agent, msgs in requests]
-        rows = [(r, requests[r][0]) for r in range(len(requests)) for _ in range(num_samples)]
+        counts = sample_counts(num_samples, len(requests))
+        rows = [(r, requests[r][0]) for r in range(len(requests)) for _ in range(counts[r])]
+        first = [sum(counts[:r]) for r in range(len(requests))]  # request r owns rows first[r] .. + counts[r] - 1
         completions: list[list[int]] = [[] for _ in rows]
         was_training = self.module.training
         self.module.eval()
-        try:  # request r owns rows r*num_samples .. (r+1)*num_samples-1
+        try:
             for group in self.module.generation_groups([agent for agent, _ in requests]):
-                agents = [requests[r][0] for r in group]
-                tok = self.tokenizers[agents[0]]
+                tok = self.tokenizers[requests[group[0]][0]]
+                sizes = {counts[r] for r in group}
+                # one count: each prompt prefilled once for its rows; several: each row its own prompt copy,
+                # still one call (one decode pass)
+                repeat = sizes.pop() if len(sizes) == 1 else 1
+                order = [r for r in group for _ in range(1 if repeat > 1 else counts[r])]
+                agents = [requests[r][0] for r in order]
                 stopping = stop_criterion(self._stop_criteria, self.paths[agents[0]], tok, stops) if stops else None
-                outs = generate_rows(self.module, self.cfg, tok, sorted({e for a in agents for e in self.eos_ids[a]}),
-                                     agents, [prompts[r][0] for r in group], greedy, stopping, repeat=num_samples)
-                for k, r in enumerate(group):
-                    for s in range(num_samples):
-                        completions[r * num_samples + s] = outs[k * num_samples + s]
+                outs = iter(generate_rows(self.module, self.cfg, tok,
+                                          sorted({e for a in agents for e in self.eos_ids[a]}), agents,
+                                          [prompts[r][0] for r in order], greedy, stopping, repeat=repeat))
+                for r in group:  # the rows come back request by request, each request's consecutive
+                    for s in range(counts[r]):
+                        completions[first[r] + s] = next(outs)
         finally:
             self.module.train(was_training)
         results: list[list[Sample]] = [[] for _ in requests]

@@ -32,8 +32,10 @@ class Scored(NamedTuple):
 
 BUDGETS = ("fixed", "split")  # `rollout.budget`: G everywhere, or the last turn's second half split by spread
 
-# (agent, messages) requests -> G completions per request, in request order
-GenerateFn = Callable[[list[tuple[int, Messages]], int], list[list[Any]]]
+# (agent, messages) requests, G (one for all, or one per request) -> that many completions per request, in
+# request order. Nodes of different G in one call keep them in one decode pass: a pass lasts about as long as
+# its longest completion, whatever its batch, so a second call costs about as much as the first.
+GenerateFn = Callable[[list[tuple[int, Messages]], "int | list[int]"], list[list[Any]]]
 # (node, joint action) pairs -> one `Scored` per pair
 ScoreFn = Callable[[list[tuple[Node, tuple[int, ...]]]], list[Scored]]
 # (node, joint-action index) pairs that continue -> per-agent messages of the child node
@@ -94,19 +96,15 @@ def expand_trees(
         if turn == shape.num_turns and shape.budget == "split":
             draw_split(level, shape, generate, score)
             break
-        by_g: dict[int, list[Node]] = {}
-        for node in level:  # one draw per distinct G (one, unless solved_generations sets some nodes apart)
-            by_g.setdefault(shape.node_generations(node), []).append(node)
-        for g, nodes in sorted(by_g.items(), reverse=True):
-            actions = joint_actions(shape.num_agents, g, shape.joint_mode)
-            draw(nodes, shape.num_agents, g, actions, generate, score)
-            if turn == shape.num_turns:
-                redraw_tied(nodes, shape, actions, generate, score)
+        # one draw for the level, each node at its G (solved_generations sets some apart)
+        draw(level, shape.num_agents, [shape.node_generations(node) for node in level], shape.joint_mode,
+             generate, score)
         if turn == shape.num_turns:  # last-turn nodes are leaves anyway: nothing to prune
+            redraw_tied(level, shape, generate, score)
             break
         for node in level:
             node.terminated = should_terminate(node.rewards, shape.threshold)
-        growing = [(node, j) for node in level if not node.terminated for j in range(len(actions))]
+        growing = [(node, j) for node in level if not node.terminated for j in range(len(node.joint))]
         child_messages = next_messages(growing) if growing else []
         level = []
         for (node, j), msgs in zip(growing, child_messages, strict=True):
@@ -117,43 +115,54 @@ def expand_trees(
     return roots
 
 
-def _sampled_rows(nodes: list[Node], num_agents: int, g: int, generate: GenerateFn) -> list[list[list[Any]]]:
-    """`g` samples per agent of every node, in one call: per node, one row per agent."""
-    outputs = generate([(a, node.messages[a]) for node in nodes for a in range(num_agents)], g)
-    if len(outputs) != len(nodes) * num_agents:
-        raise RuntimeError(f"generate returned {len(outputs)} results for {len(nodes) * num_agents} requests")
+def _sampled_rows(nodes: list[Node], num_agents: int, sizes: list[int], generate: GenerateFn
+                  ) -> list[list[list[Any]]]:
+    """`sizes[i]` samples per agent of node i, every node in one call: per node, one row per agent. One G for
+    all goes to `generate` as one number (the fixed tree's call), several as one per request."""
+    requests = [(a, node.messages[a]) for node in nodes for a in range(num_agents)]
+    uniform = len(set(sizes)) == 1
+    outputs = generate(requests, sizes[0] if uniform else [g for g in sizes for _ in range(num_agents)])
+    if len(outputs) != len(requests):
+        raise RuntimeError(f"generate returned {len(outputs)} results for {len(requests)} requests")
     return [[list(outputs[i * num_agents + a]) for a in range(num_agents)] for i in range(len(nodes))]
 
 
-def _scored_chunks(nodes: list[Node], actions: list[tuple[int, ...]], score: ScoreFn) -> list[list[Scored]]:
-    """`actions` of every node scored in one call (the nodes hold their completions): per node, its chunk."""
-    scored = score([(node, action) for node in nodes for action in actions])
-    return [scored[i * len(actions) : (i + 1) * len(actions)] for i in range(len(nodes))]
+def _scored_chunks(nodes: list[Node], actions: list[list[tuple[int, ...]]], score: ScoreFn) -> list[list[Scored]]:
+    """Node i's `actions[i]` scored, every node in one call (the nodes hold their completions): per node, its
+    chunk."""
+    scored = score([(node, action) for node, acts in zip(nodes, actions, strict=True) for action in acts])
+    chunks, start = [], 0
+    for acts in actions:
+        chunks.append(scored[start : start + len(acts)])
+        start += len(acts)
+    return chunks
 
 
-def draw(nodes: list[Node], num_agents: int, g: int, actions: list[tuple[int, ...]], generate: GenerateFn,
+def draw(nodes: list[Node], num_agents: int, sizes: list[int], joint_mode: str, generate: GenerateFn,
          score: ScoreFn) -> None:
-    """Sample `g` completions per agent of every node in one call, then score every joint action in one call;
-    fills (or replaces) the nodes' completions, joint actions, rewards, details and next states."""
-    for node, rows in zip(nodes, _sampled_rows(nodes, num_agents, g, generate), strict=True):
-        node.completions, node.joint = rows, list(actions)
+    """Sample `sizes[i]` completions per agent of node i, every node in one call, then score every joint
+    action (`joint_mode`'s of that G) in one call; fills (or replaces) the nodes' completions, joint actions,
+    rewards, details and next states."""
+    actions = [joint_actions(num_agents, g, joint_mode) for g in sizes]
+    for node, rows, acts in zip(nodes, _sampled_rows(nodes, num_agents, sizes, generate), actions, strict=True):
+        node.completions, node.joint = rows, list(acts)
     for node, chunk in zip(nodes, _scored_chunks(nodes, actions, score), strict=True):
         node.rewards = [float(s.reward) for s in chunk]
         node.details = [s.detail for s in chunk]
         node.next_states = [s.next_state for s in chunk]
 
 
-def redraw_tied(level: list[Node], shape: TreeShape, actions: list[tuple[int, ...]], generate: GenerateFn,
-                score: ScoreFn) -> None:
-    """Signal-seeking groups (`rollout.redraw_tied`): each last-turn node (of one G) whose joint actions tie is
-    drawn again (G fresh samples per agent, the tied draw discarded), up to `shape.redraws` times, until its rewards
-    differ. The group keeps its size, so the advantages are computed as for any node; the redraws a node
-    took are counted on it (`Node.redraws`), their completions generated and scored for nothing kept."""
+def redraw_tied(level: list[Node], shape: TreeShape, generate: GenerateFn, score: ScoreFn) -> None:
+    """Signal-seeking groups (`rollout.redraw_tied`): each last-turn node whose joint actions tie is drawn
+    again (its G fresh samples per agent, the tied draw discarded), up to `shape.redraws` times, until its
+    rewards differ. The group keeps its size, so the advantages are computed as for any node; the redraws a
+    node took are counted on it (`Node.redraws`), their completions generated and scored for nothing kept."""
     for _ in range(shape.redraws):
         again = [node for node in level if tied(node.rewards)]
         if not again:
             return
-        draw(again, shape.num_agents, len(again[0].completions[0]), actions, generate, score)
+        draw(again, shape.num_agents, [len(node.completions[0]) for node in again], shape.joint_mode, generate,
+             score)
         for node in again:
             node.redraws += 1
 
@@ -162,32 +171,34 @@ def draw_split(level: list[Node], shape: TreeShape, generate: GenerateFn, score:
     """The budgeted tree (`rollout.budget: split`, align mode), at the last turn: every node first gets
     max(2, G // 2) samples per agent; the level's other (G - that) x nodes samples per agent go to the nodes in
     proportion to the spread of their first draw's rewards, at most G more per node (`split_extra`). A node
-    whose first draw tied gets none, so a step may generate fewer than the fixed tree. Each node's extra samples
-    are drawn in one call per distinct count and appended: its group is the two draws together, with
-    `Node.first_draw` saying where the second starts (the advantages' baselines differ there)."""
+    whose first draw tied gets none, so a step may generate fewer than the fixed tree. The extra samples of
+    every node are drawn in one call (each node its own count) and appended: its group is the two draws
+    together, with `Node.first_draw` saying where the second starts (the advantages' baselines differ there)."""
     n, g = shape.num_agents, shape.generations(level[0].turn)
     first = max(2, g // 2)
-    draw(level, n, first, joint_actions(n, first, "align"), generate, score)
+    draw(level, n, [first] * len(level), "align", generate, score)
     extra = split_extra([node.rewards for node in level], (g - first) * len(level), cap=g)
     for node in level:
         node.first_draw = first
-    for k in sorted(set(extra) - {0}):
-        nodes = [node for node, e in zip(level, extra, strict=True) if e == k]
-        added = [(first + i,) * n for i in range(k)]
-        for node, rows in zip(nodes, _sampled_rows(nodes, n, k, generate), strict=True):
-            for row, more in zip(node.completions, rows, strict=True):
-                row.extend(more)
-            node.joint.extend(added)
-        for node, chunk in zip(nodes, _scored_chunks(nodes, added, score), strict=True):
-            node.rewards.extend(float(s.reward) for s in chunk)
-            node.details.extend(s.detail for s in chunk)
-            node.next_states.extend(s.next_state for s in chunk)
+    nodes = [node for node, e in zip(level, extra, strict=True) if e > 0]
+    counts = [e for e in extra if e > 0]
+    if not nodes:
+        return
+    added = [[(first + i,) * n for i in range(k)] for k in counts]
+    for node, rows, acts in zip(nodes, _sampled_rows(nodes, n, counts, generate), added, strict=True):
+        for row, more in zip(node.completions, rows, strict=True):
+            row.extend(more)
+        node.joint.extend(acts)
+    for node, chunk in zip(nodes, _scored_chunks(nodes, added, score), strict=True):
+        node.rewards.extend(float(s.reward) for s in chunk)
+        node.details.extend(s.detail for s in chunk)
+        node.next_states.extend(s.next_state for s in chunk)
 
 
 class Engine(Protocol):
     """What the rollout samples from (`comlrl.engines.RolloutEngine`)."""
 
-    def generate(self, requests: list[tuple[int, Messages]], num_samples: int, greedy: bool = False
+    def generate(self, requests: list[tuple[int, Messages]], num_samples: int | list[int], greedy: bool = False
                  ) -> list[list[Any]]: ...
 
 
@@ -218,8 +229,8 @@ class Rollout:
         if self.phase is not None:
             self.phase(f"{self.label} turn {self.turn}: {doing}")
 
-    def generate(self, requests: list[tuple[int, Messages]], n: int) -> list[list[Any]]:
-        self._phase(f"generating {len(requests) * n}")
+    def generate(self, requests: list[tuple[int, Messages]], n: int | list[int]) -> list[list[Any]]:
+        self._phase(f"generating {len(requests) * n if isinstance(n, int) else sum(n)}")
         t0 = time.perf_counter()
         out = self.engine.generate(requests, n, greedy=self.greedy)
         self.gen_seconds += time.perf_counter() - t0

@@ -155,6 +155,23 @@ def test_a_call_starts_with_the_held_agent_and_its_samples_do_not_depend_on_that
     assert rows[0] == rows[1]
 
 
+def test_one_count_per_request_draws_each_request_its_own_number_in_one_call(pol, engine) -> None:
+    """Nodes of different G (rollout.solved_generations, the split's second draw) go to the engine in one call,
+    one count per request: each request gets its count, greedy rows are the HF engine's, and sampled rows
+    follow the torch seed."""
+    counts = [3, 1, 2, 4]
+    greedy = engine.generate(REQUESTS, counts, greedy=True)
+    want = _tokens(HFEngine(pol).generate(REQUESTS, 1, greedy=True))
+    assert _tokens(greedy) == [w * k for w, k in zip(want, counts, strict=True)]
+    torch.manual_seed(5)
+    a = engine.generate(REQUESTS, counts)
+    torch.manual_seed(5)
+    assert [len(r) for r in a] == counts and _tokens(engine.generate(REQUESTS, counts)) == _tokens(a)
+    assert len({s.completion_ids for s in a[3]}) > 1, "a request's samples must differ"
+    with pytest.raises(ValueError, match="3 sample counts for 4 requests"):
+        engine.generate(REQUESTS, counts[:3])
+
+
 def test_seeded_sampling_of_a_batch_larger_than_one_scheduler_step(pol, engine) -> None:
     """Regression: with chunked prefill, a prompt split over two scheduler steps made the CPU build rewind a
     seeded CPU generator (RuntimeError: CPU Generator does not use offset). 24 requests x ~600 prompt

@@ -80,6 +80,22 @@ def test_mixed_batch_generation_equals_per_adapter_generation(pol: AgentPolicies
     assert mixed[0][0].completion_ids != pol.generate([(1, REQUESTS[0][1])], 1, greedy=True)[0][0].completion_ids
 
 
+def test_one_count_per_request_gives_each_its_own_rows_in_one_call(pol: AgentPolicies) -> None:
+    """Nodes of different G in one draw: request r gets counts[r] completions, every one its own prompt's
+    (greedy rows equal the request alone), sampled rows as many; a count list of the wrong length is refused."""
+    counts = [2, 1, 3, 1]
+    mixed = pol.generate(REQUESTS, counts, greedy=True)
+    assert [len(r) for r in mixed] == counts
+    for r, (agent, m) in enumerate(REQUESTS):
+        alone = pol.generate([(agent, m)], 1, greedy=True)[0][0]
+        assert {s.completion_ids for s in mixed[r]} == {alone.completion_ids}
+        assert all(s.agent == agent and s.prompt_ids == alone.prompt_ids for s in mixed[r])
+    assert [len(r) for r in pol.generate(REQUESTS, counts)] == counts
+    assert [len(r) for r in pol.generate(REQUESTS, [2, 2, 2, 2], greedy=True)] == [2] * 4  # one count: repeat
+    with pytest.raises(ValueError, match="3 sample counts for 4 requests"):
+        pol.generate(REQUESTS, counts[:3])
+
+
 def test_generation_stops_at_eos_and_cuts_there(pol: AgentPolicies) -> None:
     first = pol.generate([REQUESTS[0]], 1, greedy=True)[0][0]
     stop = first.completion_ids[3]  # pretend this token is EOS: generation must stop right after it
