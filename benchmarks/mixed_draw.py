@@ -64,7 +64,7 @@ def main() -> None:
     requests = [(a, comp.task.initial_messages(p)[a]) for p in comp.train[:4] for a in range(2)]
     torch.manual_seed(0)
     comp.engine.generate(requests, 2)  # warm-up: every prompt's prefix cached
-    report = {"machine": machine(), "engine": type(comp.engine).__name__, "cases": {}}
+    report = {"machine": machine(torch.get_num_threads()), "engine": type(comp.engine).__name__, "cases": {}}
     for name, node_counts in CASES.items():
         counts = [c for c in node_counts for _ in range(2)]  # per request: both agents of a node
         runs: dict[str, list] = {"per_count": [], "one_call": []}
