@@ -35,7 +35,7 @@ BUDGETS = ("fixed", "split")  # `rollout.budget`: G everywhere, or the last turn
 # (agent, messages) requests, G (one for all, or one per request) -> that many completions per request, in
 # request order. Nodes of different G in one call keep them in one decode pass: a pass lasts about as long as
 # its longest completion, whatever its batch, so a second call costs about as much as the first.
-GenerateFn = Callable[[list[tuple[int, Messages]], "int | list[int]"], list[list[Any]]]
+GenerateFn = Callable[[list[tuple[int, Messages]], int | list[int]], list[list[Any]]]
 # (node, joint action) pairs -> one `Scored` per pair
 ScoreFn = Callable[[list[tuple[Node, tuple[int, ...]]]], list[Scored]]
 # (node, joint-action index) pairs that continue -> per-agent messages of the child node
