@@ -129,8 +129,7 @@ def agent_order(agents: set[int], held: int | None) -> list[int]:
 
 
 def generate_by_agent(policies: AgentPolicies, requests: list[tuple[int, Messages]], num_samples: int | Sequence[int],
-                      greedy: bool,
-                      stop_strings: Sequence[str] | None, held: int | None,
+                      greedy: bool, stop_strings: Sequence[str] | None, held: int | None,
                       run: Callable[[int, list[list[int]], list[Sampling]], list[list[Completion]]]
                       ) -> list[list[Sample]]:
     """`AgentPolicies.generate`'s contract on an engine that serves one agent's weights at a time: the

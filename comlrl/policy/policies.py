@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +113,7 @@ class AgentPolicies:
         prompts = [self.prompt_ids(agent, msgs) for agent, msgs in requests]
         counts = sample_counts(num_samples, len(requests))
         rows = [(r, requests[r][0]) for r in range(len(requests)) for _ in range(counts[r])]
-        first = [sum(counts[:r]) for r in range(len(requests))]  # request r owns rows first[r] .. + counts[r] - 1
+        first = [0, *accumulate(counts)]  # request r owns rows first[r] .. first[r + 1] - 1
         completions: list[list[int]] = [[] for _ in rows]
         was_training = self.module.training
         self.module.eval()
