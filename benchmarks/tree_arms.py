@@ -40,6 +40,7 @@ class RunFigures:
     signal_share: float  # over the whole run: sum of in-signal completions / sum generated
     tokens_per_trained: float  # generated tokens / trained completions
     redraws: int
+    trained: int  # completions trained on: what the update's time follows
     gen_seconds: float  # per step, mean: where an arm's step time goes
     update_seconds: float
     host_seconds: float | None  # the evaluation before training: the same work in every arm of a seed, so a
@@ -76,7 +77,7 @@ def figures(run: Path) -> RunFigures:
         gain=record_difference(first, last, lambda r: r.get(MEASURE), MEASURE),
         signal_share=with_signal / generated if generated else math.nan,
         tokens_per_trained=sum(m["gen_tokens"] for m in lines) / samples if samples else math.nan,
-        redraws=int(sum(m.get("redraw/draws", 0) for m in lines)),
+        redraws=int(sum(m.get("redraw/draws", 0) for m in lines)), trained=int(samples),
         gen_seconds=sum(m.get("gen_seconds", 0.0) for m in lines) / len(lines),
         update_seconds=sum(m.get("update_seconds", 0.0) for m in lines) / len(lines),
         host_seconds=next((m["eval/seconds"] for m in metrics if m.get("step") == 0 and "eval/seconds" in m), None))
@@ -98,8 +99,8 @@ def table(arms: dict[str, list[Path]]) -> tuple[str, dict]:
     base = names[0]
     rows = ["| seed | arm | steps | training min | held-out sampled pass@1 | gain, points (95% CI) | "
             f"vs {base} at the end | gain ratio | signal share | tokens per trained completion | redraws | "
-            "s per step (generation / update) | evaluation before training, s |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            "completions trained | s per step (generation / update) | evaluation before training, s |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     out: dict = {"arms": {}, "versus": {}}
     for seed in range(len(arms[base])):
         ref = figures(arms[base][seed])
@@ -118,21 +119,21 @@ def table(arms: dict[str, list[Path]]) -> tuple[str, dict]:
             level = (f"{100 * f.gain.before:.1f}% → {100 * f.gain.after:.1f}%" if f.gain else "n/a")
             rows.append(f"| {seed} | {name} | {f.steps} | {f.train_minutes:.1f} | {level} | {_points(f.gain)} | "
                         f"{vs} | {ratio} | {f.signal_share:.2f} | {f.tokens_per_trained:.0f} | {f.redraws} | "
-                        f"{per_step:.0f} ({f.gen_seconds:.0f} / {f.update_seconds:.0f}) | {host} |")
+                        f"{f.trained} | {per_step:.0f} ({f.gen_seconds:.0f} / {f.update_seconds:.0f}) | {host} |")
     return "\n".join(rows), out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--arm", nargs="+", action="append", required=True, metavar=("NAME", "RUN"),
-                    help="an arm's name, then its run folders in seed order (twice or more)")
+                    help="an arm's name, then its run folders in seed order (once per arm; the first is the baseline)")
     ap.add_argument("--json", type=Path, help="write the figures here")
     ap.add_argument("--plot", type=Path, help="draw every run's metric plots overlaid into this folder")
     args = ap.parse_args(argv)
     arms = {a[0]: [Path(p) for p in a[1:]] for a in args.arm}
     counts = {name: len(runs) for name, runs in arms.items()}
-    if len(arms) < 2 or len(set(counts.values())) != 1 or 0 in counts.values():
-        ap.error(f"--arm: two or more arms with the same number of runs (one per seed) are needed; got {counts}")
+    if len(set(counts.values())) != 1 or 0 in counts.values():
+        ap.error(f"--arm: arms with the same number of runs (one per seed) are needed; got {counts}")
     text, data = table(arms)
     print(text)
     if args.json:

@@ -71,11 +71,11 @@ def test_each_run_and_the_arms_against_each_other_by_hand(arms, capsys) -> None:
     # 2 steps of 60 s (generation 20 and 30 s, update 40 and 30 s); 16 of 32 generated in trained groups; 1600
     # tokens for 16 trained completions; the evaluation before training took 100 s
     assert rows[2] == (f"| 0 | fixed | 2 | 2.0 | 18.8% → 37.5% | {pts(gain_fixed)} |  |  | 0.50 | 100 | 0 "
-                       "| 60 (25 / 35) | 100 |")
+                       "| 16 | 60 (25 / 35) | 100 |")
     # 90 + 30 s; (0.75 x 32 + 0.5 x 16) / 48 = 0.67; 4000 tokens / 32 trained = 125; ratio 0.3125 / 0.1875;
     # no generation or update seconds logged: 0; a slower host's evaluation, 123 s
     assert rows[3] == (f"| 0 | redraw | 2 | 2.0 | 18.8% → 50.0% | {pts(gain_redraw)} | {pts(vs)} | 1.67 | 0.67 "
-                       "| 125 | 2 | 60 (0 / 0) | 123 |")
+                       "| 125 | 2 | 32 | 60 (0 / 0) | 123 |")
 
 
 def test_the_figures_go_to_json_and_the_plots_overlay_the_runs(arms, tmp_path, capsys) -> None:
@@ -98,3 +98,10 @@ def test_arms_of_unequal_length_and_a_run_not_evaluated_after_are_one_line(arms,
     (redraw / "eval.jsonl").write_text(json.dumps({"step": 0, "set": "heldout", "index": 0, "sampled_pass": 0}))
     with pytest.raises(SystemExit, match="eval.jsonl holds 1 evaluation"):
         tree_arms().main(["--arm", "fixed", str(fixed), "--arm", "redraw", str(redraw)])
+
+
+def test_one_arm_alone_is_its_runs_figures_without_a_comparison(arms, capsys) -> None:
+    fixed, _ = arms
+    assert tree_arms().main(["--arm", "fixed", str(fixed)]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert len(rows) == 3 and rows[2].startswith("| 0 | fixed | 2 | 2.0 | 18.8% → 37.5% |") and "| 16 |" in rows[2]
