@@ -12,6 +12,8 @@ update), and the evaluation before training's seconds: the same work in every ar
 host's speed when each run was made (a slower host fits fewer steps in the budget). Per seed, for each arm
 after the first: its held-out sampled pass@1 minus the first arm's at the end, paired by problem, and the ratio
 of the gains. --plot draws signal.png and the other metric plots of every run overlaid (comlrl-plot's).
+--set probe --measure sampled_reward compares the trained-on problems' sampled reward instead (the quick
+start's claim: its four held-out problems are too few to tell two arms apart).
 """
 
 from __future__ import annotations
@@ -28,7 +30,32 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from comlrl.run.outputs import read_run_lines  # noqa: E402
 from comlrl.run.paired import PairedDiff, record_difference  # noqa: E402
 
-MEASURE = "sampled_pass"  # held-out sampled pass@1, as every learning claim of docs/results.md
+
+@dataclass(frozen=True)
+class Measure:
+    """What a gain is read from: a set of eval.jsonl (`heldout` or the trained-on `probe`) and a per-problem
+    field; held-out sampled pass@1 by default, as every learning claim of docs/results.md."""
+
+    set: str = "heldout"
+    field: str = "sampled_pass"
+
+    @property
+    def fixed(self) -> bool:  # the probe's problems are fixed: its interval comes from the chains
+        return self.set == "probe"
+
+    @property
+    def label(self) -> str:
+        return f"{'held-out' if self.set == 'heldout' else 'trained-on'} {self.field.replace('_', ' ')}"
+
+    def show(self, value: float) -> str:  # a pass rate in percent (points for a difference), a reward as is
+        return f"{100 * value:.1f}%" if self.field == "sampled_pass" else f"{value:.3f}"
+
+    def diff(self, d: PairedDiff) -> str:
+        k, unit = (100, ".1f") if self.field == "sampled_pass" else (1, ".3f")
+        return f"{k * d.delta:+{unit}} ({k * d.lo:+{unit}} to {k * d.hi:+{unit}})"
+
+
+HELDOUT_PASS = Measure()
 
 
 @dataclass(frozen=True)
@@ -36,7 +63,7 @@ class RunFigures:
     run: str
     steps: int
     train_minutes: float  # summed step_seconds: what training.time_budget_minutes counts
-    gain: PairedDiff | None  # held-out sampled pass@1, last evaluation against the one before training
+    gain: PairedDiff | None  # the measure (held-out sampled pass@1), last evaluation against the one before training
     signal_share: float  # over the whole run: sum of in-signal completions / sum generated
     tokens_per_trained: float  # generated tokens / trained completions
     redraws: int
@@ -47,26 +74,30 @@ class RunFigures:
     # slower host between two arms' runs shows here (it shrinks the slower run's steps within the budget)
 
 
-def _heldout(records: list[dict], step: int) -> dict[str, dict]:
-    return {str(r["index"]): r for r in records if r["step"] == step and r["set"] == "heldout"}
+def _of_set(records: list[dict], step: int, name: str) -> dict[str, dict]:
+    return {str(r["index"]): r for r in records if r["step"] == step and r["set"] == name}
 
 
-def evaluations(run: Path) -> tuple[dict[str, dict], dict[str, dict]]:
-    """The held-out records of the first and the last evaluation."""
+def evaluations(run: Path, measure: Measure = HELDOUT_PASS) -> tuple[dict[str, dict], dict[str, dict]]:
+    """The measured set's records of the first and the last evaluation."""
     records = read_run_lines(run, "eval")
     steps = sorted({int(r["step"]) for r in records})
     if len(steps) < 2:
         raise SystemExit(f"tree_arms: {run}/eval.jsonl holds {len(steps)} evaluation(s); a run evaluated "
                          "before and after training is needed")
-    return _heldout(records, steps[0]), _heldout(records, steps[-1])
+    return _of_set(records, steps[0], measure.set), _of_set(records, steps[-1], measure.set)
 
 
-def figures(run: Path) -> RunFigures:
+def _difference(before: dict[str, dict], after: dict[str, dict], measure: Measure) -> PairedDiff | None:
+    return record_difference(before, after, lambda r: r.get(measure.field), measure.field, fixed=measure.fixed)
+
+
+def figures(run: Path, measure: Measure = HELDOUT_PASS) -> RunFigures:
     metrics = read_run_lines(run, "metrics")
     lines = [m for m in metrics if "step_seconds" in m]
     if not lines:
         raise SystemExit(f"tree_arms: {run}/metrics.jsonl holds no training step")
-    first, last = evaluations(run)
+    first, last = evaluations(run, measure)
     # each step's share weighted by what that step generated (a redrawing step generates more)
     counted = [m for m in lines if "completions_generated" in m]
     generated = sum(m["completions_generated"] for m in counted)
@@ -74,7 +105,7 @@ def figures(run: Path) -> RunFigures:
     samples = sum(m["samples"] for m in lines)
     return RunFigures(
         run=str(run), steps=len(lines), train_minutes=sum(m["step_seconds"] for m in lines) / 60,
-        gain=record_difference(first, last, lambda r: r.get(MEASURE), MEASURE),
+        gain=_difference(first, last, measure),
         signal_share=with_signal / generated if generated else math.nan,
         tokens_per_trained=sum(m["gen_tokens"] for m in lines) / samples if samples else math.nan,
         redraws=int(sum(m.get("redraw/draws", 0) for m in lines)), trained=int(samples),
@@ -83,41 +114,40 @@ def figures(run: Path) -> RunFigures:
         host_seconds=next((m["eval/seconds"] for m in metrics if m.get("step") == 0 and "eval/seconds" in m), None))
 
 
-def versus(base: Path, other: Path) -> PairedDiff | None:
-    """`other`'s last held-out sampled pass@1 minus `base`'s, paired by problem (the same set and seed)."""
-    return record_difference(evaluations(base)[1], evaluations(other)[1], lambda r: r.get(MEASURE), MEASURE)
+def versus(base: Path, other: Path, measure: Measure = HELDOUT_PASS) -> PairedDiff | None:
+    """`other`'s last measured value minus `base`'s, paired by problem (the same set and seed)."""
+    return _difference(evaluations(base, measure)[1], evaluations(other, measure)[1], measure)
 
 
-def _points(d: PairedDiff | None) -> str:
-    if d is None:
-        return "n/a"
-    return f"{100 * d.delta:+.1f} ({100 * d.lo:+.1f} to {100 * d.hi:+.1f})"
-
-
-def table(arms: dict[str, list[Path]]) -> tuple[str, dict]:
+def table(arms: dict[str, list[Path]], measure: Measure = HELDOUT_PASS) -> tuple[str, dict]:
     names = list(arms)
     base = names[0]
-    rows = ["| seed | arm | steps | training min | held-out sampled pass@1 | gain, points (95% CI) | "
+
+    def shown(d: PairedDiff | None) -> str:
+        return "n/a" if d is None else measure.diff(d)
+
+    unit = "points" if measure.field == "sampled_pass" else "difference"
+    rows = [f"| seed | arm | steps | training min | {measure.label} | gain, {unit} (95% CI) | "
             f"vs {base} at the end | gain ratio | signal share | tokens per trained completion | redraws | "
             "completions trained | s per step (generation / update) | evaluation before training, s |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     out: dict = {"arms": {}, "versus": {}}
     for seed in range(len(arms[base])):
-        ref = figures(arms[base][seed])
+        ref = figures(arms[base][seed], measure)
         for name in names:
-            f = ref if name == base else figures(arms[name][seed])
+            f = ref if name == base else figures(arms[name][seed], measure)
             out["arms"].setdefault(name, []).append({**asdict(f), "gain": asdict(f.gain) if f.gain else None})
             vs, ratio = "", ""
             if name != base:
-                d = versus(arms[base][seed], arms[name][seed])
+                d = versus(arms[base][seed], arms[name][seed], measure)
                 out["versus"].setdefault(name, []).append(asdict(d) if d else None)
-                vs = _points(d)
+                vs = shown(d)
                 if f.gain and ref.gain and ref.gain.delta > 0:
                     ratio = f"{f.gain.delta / ref.gain.delta:.2f}"
             per_step = 60 * f.train_minutes / f.steps
             host = "n/a" if f.host_seconds is None else f"{f.host_seconds:.0f}"
-            level = (f"{100 * f.gain.before:.1f}% → {100 * f.gain.after:.1f}%" if f.gain else "n/a")
-            rows.append(f"| {seed} | {name} | {f.steps} | {f.train_minutes:.1f} | {level} | {_points(f.gain)} | "
+            level = f"{measure.show(f.gain.before)} → {measure.show(f.gain.after)}" if f.gain else "n/a"
+            rows.append(f"| {seed} | {name} | {f.steps} | {f.train_minutes:.1f} | {level} | {shown(f.gain)} | "
                         f"{vs} | {ratio} | {f.signal_share:.2f} | {f.tokens_per_trained:.0f} | {f.redraws} | "
                         f"{f.trained} | {per_step:.0f} ({f.gen_seconds:.0f} / {f.update_seconds:.0f}) | {host} |")
     return "\n".join(rows), out
@@ -127,6 +157,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--arm", nargs="+", action="append", required=True, metavar=("NAME", "RUN"),
                     help="an arm's name, then its run folders in seed order (once per arm; the first is the baseline)")
+    ap.add_argument("--set", choices=("heldout", "probe"), default="heldout",
+                    help="the evaluation set the gains are read from (probe: the trained-on problems)")
+    ap.add_argument("--measure", choices=("sampled_pass", "sampled_reward"), default="sampled_pass",
+                    help="the per-problem figure: sampled pass@1, or the sampled chains' mean reward")
     ap.add_argument("--json", type=Path, help="write the figures here")
     ap.add_argument("--plot", type=Path, help="draw every run's metric plots overlaid into this folder")
     args = ap.parse_args(argv)
@@ -134,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     counts = {name: len(runs) for name, runs in arms.items()}
     if len(set(counts.values())) != 1 or 0 in counts.values():
         ap.error(f"--arm: arms with the same number of runs (one per seed) are needed; got {counts}")
-    text, data = table(arms)
+    text, data = table(arms, Measure(args.set, args.measure))
     print(text)
     if args.json:
         args.json.write_text(json.dumps(data, indent=1))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from comlrl.run.paired import paired_difference
+from comlrl.run.paired import paired_difference, within_problem_difference
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -105,3 +105,31 @@ def test_one_arm_alone_is_its_runs_figures_without_a_comparison(arms, capsys) ->
     assert tree_arms().main(["--arm", "fixed", str(fixed)]) == 0
     rows = capsys.readouterr().out.splitlines()
     assert len(rows) == 3 and rows[2].startswith("| 0 | fixed | 2 | 2.0 | 18.8% → 37.5% |") and "| 16 |" in rows[2]
+
+
+def test_the_trained_on_reward_is_compared_from_its_chains(arms, capsys) -> None:
+    """--set probe --measure sampled_reward (the quick start's arms): the probe's two fixed problems, each
+    difference from their sampled chains (within_problem_difference), rewards shown as they are."""
+    fixed, redraw = arms
+    chains = {(fixed, 0): [[1.0, 2.0], [0.0, 1.0]], (fixed, 2): [[2.0, 2.0], [1.0, 2.0]],
+              (redraw, 0): [[1.0, 2.0], [0.0, 1.0]], (redraw, 2): [[3.0, 2.0], [2.0, 2.0]]}
+    for (run, step), rows in chains.items():
+        with (run / "eval.jsonl").open("a") as f:
+            for i, row in enumerate(rows):
+                f.write(json.dumps({"step": step, "set": "probe", "index": i, "sampled_reward": sum(row) / 2,
+                                    "chain_rewards": row}) + "\n")
+    # the hand-written probe line at the last step (index 0, sampled_pass only) is replaced by the later one
+    assert tree_arms().main(["--set", "probe", "--measure", "sampled_reward", "--arm", "fixed", str(fixed),
+                             "--arm", "redraw", str(redraw)]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    gain_fixed = within_problem_difference(chains[fixed, 0], chains[fixed, 2])  # 1.0 -> 1.75
+    gain_redraw = within_problem_difference(chains[redraw, 0], chains[redraw, 2])  # 1.0 -> 2.25
+    vs = within_problem_difference(chains[fixed, 2], chains[redraw, 2])
+
+    def diff(d):
+        return f"{d.delta:+.3f} ({d.lo:+.3f} to {d.hi:+.3f})"
+
+    assert (gain_fixed.delta, gain_redraw.delta, vs.delta) == (0.75, 1.25, 0.5)
+    assert "| trained-on sampled reward | gain, difference (95% CI) |" in rows[0]
+    assert rows[2].startswith(f"| 0 | fixed | 2 | 2.0 | 1.000 → 1.750 | {diff(gain_fixed)} |  |  |")
+    assert rows[3].startswith(f"| 0 | redraw | 2 | 2.0 | 1.000 → 2.250 | {diff(gain_redraw)} | {diff(vs)} | 1.67 |")
