@@ -4,7 +4,7 @@
 # Usage: benchmarks/tree_arms_runs.sh OUT_DIR CONFIG MINUTES SEED [SEED ...]
 #   e.g. benchmarks/tree_arms_runs.sh runs/arms learn_easy_T1 12 0 1 2
 # Arms (ARMS="fixed redraw split" by default; `solved` is for two-turn configs):
-#   fixed   the fixed tree (every switch off)
+#   fixed   the fixed tree (every switch off, whatever the config ships)
 #   redraw  rollout.redraw_tied=2
 #   split   rollout.budget=split
 #   solved  rollout.solved_generations=2
@@ -17,8 +17,10 @@ shift 3
 (($#)) || { echo "give at least one seed" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 py=${PYTHON:-python}
-declare -A switch=([fixed]="" [redraw]="rollout.redraw_tied=2" [split]="rollout.budget=split"
-                   [solved]="rollout.solved_generations=2" [share]="magrpo.advantage.train_per_group=4")
+# every arm states every switch: a config may ship one on (align_T2_G4, cross_T2_G4, learn_easy: solved_generations)
+off="rollout.redraw_tied=0 rollout.budget=fixed rollout.solved_generations=null magrpo.advantage.train_per_group=null"
+declare -A switch=([fixed]="$off" [redraw]="$off rollout.redraw_tied=2" [split]="$off rollout.budget=split"
+                   [solved]="$off rollout.solved_generations=2" [share]="$off magrpo.advantage.train_per_group=4")
 arms=${ARMS:-fixed redraw split}
 mkdir -p "$out"
 for seed in "$@"; do

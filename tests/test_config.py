@@ -249,6 +249,10 @@ def test_a_wrong_type_set_on_a_loaded_config_is_one_config_error(key: str, value
     assert str(err.value) == message
 
 
+# the quick start's config cheapens turns after a solved answer (switch 3), which the split does not combine with
+SPLIT = ["rollout.budget=split", "rollout.solved_generations=null"]
+
+
 @pytest.mark.parametrize(("overrides", "needle"), [
     (["magrpo.joint_mode=cross"], "rollout.budget='split' is not allowed; expected fixed with magrpo.joint_mode=cross"),
     (["magrpo.advantage.baseline=max"], "expected fixed with magrpo.advantage.baseline=max"),
@@ -256,6 +260,11 @@ def test_a_wrong_type_set_on_a_loaded_config_is_one_config_error(key: str, value
 ])
 def test_a_budgeted_tree_refuses_what_its_draws_cannot_pair_or_centre(overrides, needle):
     with pytest.raises(ConfigError) as err:
-        load_config(ROOT / "configs" / "align_T2_G4.yaml", ["rollout.budget=split", *overrides])
+        load_config(ROOT / "configs" / "align_T2_G4.yaml", SPLIT + overrides)
     assert needle in str(err.value) and "\n" not in str(err.value)
-    assert load_config(ROOT / "configs" / "align_T2_G4.yaml", ["rollout.budget=split"]).rollout.budget == "split"
+    assert load_config(ROOT / "configs" / "align_T2_G4.yaml", SPLIT).rollout.budget == "split"
+
+
+def test_the_quick_start_s_config_names_the_switch_the_split_needs_off():
+    with pytest.raises(ConfigError, match="set rollout.solved_generations=null"):
+        load_config(ROOT / "configs" / "align_T2_G4.yaml", ["rollout.budget=split"])

@@ -122,7 +122,8 @@ def _validate_magrpo(cfg: RunConfig, agents: int) -> None:
         require(cfg.rollout.redraw_tied == 0, "rollout.budget", cfg.rollout.budget,
                 "fixed with rollout.redraw_tied > 0 (one way of spending the last turn's samples at a time)")
         require(cfg.rollout.solved_generations is None, "rollout.budget", cfg.rollout.budget,
-                "fixed with rollout.solved_generations set (the split draws every last-turn node from G)")
+                "fixed with rollout.solved_generations set (the split draws every last-turn node from G; set "
+                "rollout.solved_generations=null)")
     if JOINT_MODE_ALIASES.get(m.joint_mode, m.joint_mode) == "cross":
         per_node = m.num_generations ** m.num_agents
         require(per_node <= 4096, "magrpo.num_generations", m.num_generations,

@@ -181,7 +181,8 @@ def test_a_budgeted_tree_splits_the_last_turn_and_trains_on_unequal_groups(tmp_p
     sample of a group gets an advantage, and metrics.jsonl counts what was generated."""
     run = tmp_path / "split"
     res = train_here(["--config", "configs/align_T2_G4.yaml", *TINY, "training.steps=1", "rollout.budget=split",
-                      "evaluation.samples=0", "evaluation.probe_problems=0", f"training.output_dir={run}"])
+                      "rollout.solved_generations=null", "evaluation.samples=0", "evaluation.probe_problems=0",
+                      f"training.output_dir={run}"])
     assert res.returncode == 0, res.stderr[-3000:]
     step = metrics(run)[1]
     trees = [json.loads(x) for x in (run / "trees.jsonl").read_text().splitlines()]
