@@ -47,6 +47,10 @@ class Measure:
     def label(self) -> str:
         return f"{'held-out' if self.set == 'heldout' else 'trained-on'} {self.field.replace('_', ' ')}"
 
+    @property
+    def unit(self) -> str:  # what a difference is counted in
+        return "points" if self.field == "sampled_pass" else "difference"
+
     def show(self, value: float) -> str:  # a pass rate in percent (points for a difference), a reward as is
         return f"{100 * value:.1f}%" if self.field == "sampled_pass" else f"{value:.3f}"
 
@@ -126,8 +130,7 @@ def table(arms: dict[str, list[Path]], measure: Measure = HELDOUT_PASS) -> tuple
     def shown(d: PairedDiff | None) -> str:
         return "n/a" if d is None else measure.diff(d)
 
-    unit = "points" if measure.field == "sampled_pass" else "difference"
-    rows = [f"| seed | arm | steps | training min | {measure.label} | gain, {unit} (95% CI) | "
+    rows = [f"| seed | arm | steps | training min | {measure.label} | gain, {measure.unit} (95% CI) | "
             f"vs {base} at the end | gain ratio | signal share | tokens per trained completion | redraws | "
             "completions trained | s per step (generation / update) | evaluation before training, s |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
