@@ -9,6 +9,7 @@
 #   split   rollout.budget=split
 #   solved  rollout.solved_generations=2
 #   share   magrpo.advantage.train_per_group=4 (each group trains 4 of its completions, unbiased)
+#   cross   magrpo.joint_mode=cross (every pairing of the drawn completions scored: at T=1 no extra sample)
 # EXTRA="key=value ..." adds overrides to every run (e.g. a tiny-random smoke check of the script itself).
 # A run already finished (OUT_DIR/ARM_sSEED/final) is kept, so the script resumes where it stopped.
 set -euo pipefail
@@ -20,12 +21,13 @@ py=${PYTHON:-python}
 # every arm states every switch: a config may ship one on (align_T2_G4, cross_T2_G4, learn_easy: solved_generations)
 off="rollout.redraw_tied=0 rollout.budget=fixed rollout.solved_generations=null magrpo.advantage.train_per_group=null"
 declare -A switch=([fixed]="$off" [redraw]="$off rollout.redraw_tied=2" [split]="$off rollout.budget=split"
-                   [solved]="$off rollout.solved_generations=2" [share]="$off magrpo.advantage.train_per_group=4")
+                   [solved]="$off rollout.solved_generations=2" [share]="$off magrpo.advantage.train_per_group=4"
+                   [cross]="$off magrpo.joint_mode=cross")
 arms=${ARMS:-fixed redraw split}
 mkdir -p "$out"
 for seed in "$@"; do
   for arm in $arms; do
-    [[ -v "switch[$arm]" ]] || { echo "unknown arm $arm (fixed, redraw, split, solved, share)" >&2; exit 2; }
+    [[ -v "switch[$arm]" ]] || { echo "unknown arm $arm (fixed, redraw, split, solved, share, cross)" >&2; exit 2; }
     run="$out/${arm}_s$seed"
     [[ -d "$run/final" ]] && { echo "kept $run"; continue; }
     # training.steps is only a cap here: the time budget ends every arm
