@@ -20,7 +20,10 @@ def _prob(option: int, p: float) -> float:
     return p if option else 1.0 - p
 
 
-def _gradient_draws(table, mode: str, agent: int):
+Table = list[list[float]]  # reward of (agent 0's option, agent 1's option)
+
+
+def _gradient_draws(table: Table, mode: str, agent: int) -> list[tuple[float, float]]:
     """(probability, estimate) of the score-function estimate d/d(logit of option 1) for `agent`, over every
     draw of G completions per agent: (1/G) sum_k A_k (1[y_k = 1] - p), A from the project's loo estimator."""
     joint = joint_actions(2, G, mode)
@@ -41,12 +44,12 @@ def _gradient_draws(table, mode: str, agent: int):
     return out
 
 
-def _moments(draws) -> tuple[float, float]:
+def _moments(draws: list[tuple[float, float]]) -> tuple[float, float]:
     mean = sum(p * g for p, g in draws)
     return mean, sum(p * (g - mean) ** 2 for p, g in draws)
 
 
-def _true_gradient(table, agent: int) -> float:
+def _true_gradient(table: Table, agent: int) -> float:
     """d/d(logit) of E[R] = p (1 - p) E_partner[R(option 1) - R(option 0)]."""
     if agent == 0:
         diff = sum(_prob(b, P1) * (table[1][b] - table[0][b]) for b in (0, 1))
@@ -55,7 +58,7 @@ def _true_gradient(table, agent: int) -> float:
     return P1 * (1 - P1) * diff
 
 
-TABLES = {
+TABLES: dict[str, Table] = {
     "both matter": [[0.0, 1.0], [1.0, 3.0]],
     "helper only helps a good main": [[0.0, 0.0], [1.0, 2.0]],
     "substitutes": [[0.0, 1.0], [1.0, 1.0]],
