@@ -27,7 +27,7 @@ arms=${ARMS:-fixed redraw split}
 mkdir -p "$out"
 for seed in "$@"; do
   for arm in $arms; do
-    [[ -v "switch[$arm]" ]] || { echo "unknown arm $arm (fixed, redraw, split, solved, share, cross)" >&2; exit 2; }
+    [[ -v "switch[$arm]" ]] || { echo "unknown arm $arm (one of: ${!switch[*]})" >&2; exit 2; }
     run="$out/${arm}_s$seed"
     [[ -d "$run/final" ]] && { echo "kept $run"; continue; }
     # training.steps is only a cap here: the time budget ends every arm
