@@ -10,6 +10,7 @@
 #   solved  rollout.solved_generations=2
 #   share   magrpo.advantage.train_per_group=4 (each group trains 4 of its completions, unbiased)
 #   cross   magrpo.joint_mode=cross (every pairing of the drawn completions scored: at T=1 no extra sample)
+#   crossshare  cross and share together (every pairing scored, each group trains 4 of its completions)
 # EXTRA="key=value ..." adds overrides to every run (e.g. a tiny-random smoke check of the script itself).
 # A run already finished (OUT_DIR/ARM_sSEED/final) is kept, so the script resumes where it stopped.
 set -euo pipefail
@@ -22,7 +23,8 @@ py=${PYTHON:-python}
 off="rollout.redraw_tied=0 rollout.budget=fixed rollout.solved_generations=null magrpo.advantage.train_per_group=null"
 declare -A switch=([fixed]="$off" [redraw]="$off rollout.redraw_tied=2" [split]="$off rollout.budget=split"
                    [solved]="$off rollout.solved_generations=2" [share]="$off magrpo.advantage.train_per_group=4"
-                   [cross]="$off magrpo.joint_mode=cross")
+                   [cross]="$off magrpo.joint_mode=cross"
+                   [crossshare]="$off magrpo.joint_mode=cross magrpo.advantage.train_per_group=4")
 arms=${ARMS:-fixed redraw split}
 mkdir -p "$out"
 for seed in "$@"; do
