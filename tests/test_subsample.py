@@ -133,6 +133,27 @@ def test_the_units_train_the_share_and_the_normaliser_counts_the_whole_group():
     assert step_size(units, "seq_mean").policy == step_size(units_all, "seq_mean").policy == 8
 
 
+def test_under_cross_credit_an_agent_that_cannot_change_the_reward_is_skipped_and_the_other_trains_its_share():
+    """Cross, two agents, G = 4: the return is 1 when agent 1 draws its completion 0, whatever agent 0 drew. Agent
+    0's values are all 0.25 (the mean over its partners), so its group ties and trains nothing; agent 1's values
+    1, 0, 0, 0 give +0.75 and -0.25 three times, of which the share trains the pass and one fail weighted by 3."""
+    lengths = [[3, 5, 7, 9], [2, 4, 6, 8]]
+    root = Node(id="0", turn=1, root=0, messages=[], joint=joint_actions(2, 4, "cross"),
+                completions=[[_sample(a, k, lengths[a][k]) for k in range(4)] for a in range(2)])
+    root.returns = [1.0 if main == 0 else 0.0 for _, main in root.joint]
+    base = ["training.steps=1", "magrpo.num_generations=4", "magrpo.advantage.scale=none", "magrpo.joint_mode=cross"]
+    units_all, stats = ALGORITHMS["magrpo"].units([root], load_config(None, base), None)
+    torch.manual_seed(3)
+    units, stats_share = ALGORITHMS["magrpo"].units(
+        [root], load_config(None, [*base, "magrpo.advantage.train_per_group=2"]), None)
+    assert root.advantages[0] is None
+    assert (stats.groups, stats.skipped) == (stats_share.groups, stats_share.skipped) == (2, 1)
+    assert len(units_all) == 4 and len(units) == 2 and all(u.samples[0].agent == 1 for u in units)
+    assert units[0].samples[0] is root.completions[1][0] and units[0].advantages == (0.75,)
+    assert units[1].advantages == pytest.approx((-0.75,))
+    assert step_size(units, "token_mean").policy == step_size(units_all, "token_mean").policy == 2 + 4 + 6 + 8
+
+
 @pytest.mark.parametrize(("overrides", "needle"), [
     (["magrpo.advantage.train_per_group=0"], "magrpo.advantage.train_per_group=0 is not allowed; expected an integer"),
     (["magrpo.advantage.train_per_group=2", "algorithm.name=madpo"], "expected null for algorithm.name=madpo"),
