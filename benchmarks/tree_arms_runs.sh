@@ -21,10 +21,10 @@ cd "$(dirname "$0")/.."
 py=${PYTHON:-python}
 # every arm states every switch: a config may ship one on (align_T2_G4, cross_T2_G4, learn_easy: solved_generations)
 off="rollout.redraw_tied=0 rollout.budget=fixed rollout.solved_generations=null magrpo.advantage.train_per_group=null"
+share="magrpo.advantage.train_per_group=4"; cross="magrpo.joint_mode=cross"
 declare -A switch=([fixed]="$off" [redraw]="$off rollout.redraw_tied=2" [split]="$off rollout.budget=split"
-                   [solved]="$off rollout.solved_generations=2" [share]="$off magrpo.advantage.train_per_group=4"
-                   [cross]="$off magrpo.joint_mode=cross"
-                   [crossshare]="$off magrpo.joint_mode=cross magrpo.advantage.train_per_group=4")
+                   [solved]="$off rollout.solved_generations=2" [share]="$off $share" [cross]="$off $cross"
+                   [crossshare]="$off $cross $share")
 arms=${ARMS:-fixed redraw split}
 mkdir -p "$out"
 for seed in "$@"; do
