@@ -27,7 +27,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from comlrl.run.outputs import read_run_lines  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
+
+from comlrl.run.outputs import OUTPUTS, read_run_lines  # noqa: E402
 from comlrl.run.paired import PairedDiff, record_difference  # noqa: E402
 
 
@@ -65,6 +67,7 @@ HELDOUT_PASS = Measure()
 @dataclass(frozen=True)
 class RunFigures:
     run: str
+    seed: int  # training.seed of the run's own config.yaml: what pairs the arms' runs
     steps: int
     train_minutes: float  # summed step_seconds: what training.time_budget_minutes counts
     gain: PairedDiff | None  # the measure (held-out sampled pass@1), last evaluation against the one before training
@@ -96,6 +99,14 @@ def _difference(before: dict[str, dict], after: dict[str, dict], measure: Measur
     return record_difference(before, after, lambda r: r.get(measure.field), measure.field, fixed=measure.fixed)
 
 
+def run_seed(run: Path) -> int:
+    """The run's training.seed, from the config.yaml the trainer wrote into it."""
+    path = run / OUTPUTS["config"]
+    if not path.is_file():
+        raise SystemExit(f"tree_arms: {path} is missing; a run folder written by comlrl-train holds it")
+    return int(OmegaConf.load(path).training.seed)
+
+
 def figures(run: Path, measure: Measure = HELDOUT_PASS) -> RunFigures:
     metrics = read_run_lines(run, "metrics")
     lines = [m for m in metrics if "step_seconds" in m]
@@ -108,7 +119,7 @@ def figures(run: Path, measure: Measure = HELDOUT_PASS) -> RunFigures:
     with_signal = sum(m["signal_share"] * m["completions_generated"] for m in counted)
     samples = sum(m["samples"] for m in lines)
     return RunFigures(
-        run=str(run), steps=len(lines), train_minutes=sum(m["step_seconds"] for m in lines) / 60,
+        run=str(run), seed=run_seed(run), steps=len(lines), train_minutes=sum(m["step_seconds"] for m in lines) / 60,
         gain=_difference(first, last, measure),
         signal_share=with_signal / generated if generated else math.nan,
         tokens_per_trained=sum(m["gen_tokens"] for m in lines) / samples if samples else math.nan,
@@ -135,14 +146,17 @@ def table(arms: dict[str, list[Path]], measure: Measure = HELDOUT_PASS) -> tuple
             "completions trained | s per step (generation / update) | evaluation before training, s |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     out: dict = {"arms": {}, "versus": {}}
-    for seed in range(len(arms[base])):
-        ref = figures(arms[base][seed], measure)
+    for i in range(len(arms[base])):
+        ref = figures(arms[base][i], measure)
         for name in names:
-            f = ref if name == base else figures(arms[name][seed], measure)
+            f = ref if name == base else figures(arms[name][i], measure)
+            if f.seed != ref.seed:
+                raise SystemExit(f"tree_arms: {f.run} trained with seed {f.seed} and {ref.run} with seed {ref.seed}; "
+                                 "list each arm's runs in the same seed order")
             out["arms"].setdefault(name, []).append({**asdict(f), "gain": asdict(f.gain) if f.gain else None})
             vs, ratio = "", ""
             if name != base:
-                d = versus(arms[base][seed], arms[name][seed], measure)
+                d = versus(arms[base][i], arms[name][i], measure)
                 out["versus"].setdefault(name, []).append(asdict(d) if d else None)
                 vs = shown(d)
                 if f.gain and ref.gain and ref.gain.delta > 0:
@@ -150,7 +164,7 @@ def table(arms: dict[str, list[Path]], measure: Measure = HELDOUT_PASS) -> tuple
             per_step = 60 * f.train_minutes / f.steps
             host = "n/a" if f.host_seconds is None else f"{f.host_seconds:.0f}"
             level = f"{measure.show(f.gain.before)} → {measure.show(f.gain.after)}" if f.gain else "n/a"
-            rows.append(f"| {seed} | {name} | {f.steps} | {f.train_minutes:.1f} | {level} | {shown(f.gain)} | "
+            rows.append(f"| {f.seed} | {name} | {f.steps} | {f.train_minutes:.1f} | {level} | {shown(f.gain)} | "
                         f"{vs} | {ratio} | {f.signal_share:.2f} | {f.tokens_per_trained:.0f} | {f.redraws} | "
                         f"{f.trained} | {per_step:.0f} ({f.gen_seconds:.0f} / {f.update_seconds:.0f}) | {host} |")
     return "\n".join(rows), out

@@ -23,10 +23,12 @@ def tree_arms():
     return module
 
 
-def write_run(path: Path, before: list[float], after: list[float], steps: list[dict], host: float = 100.0) -> Path:
-    """A run: its held-out sampled pass@1 per problem before (step 0) and after, its training steps, and the
-    seconds of its evaluation before training."""
+def write_run(path: Path, before: list[float], after: list[float], steps: list[dict], host: float = 100.0,
+              seed: int = 0) -> Path:
+    """A run: its held-out sampled pass@1 per problem before (step 0) and after, its training steps, the
+    seconds of its evaluation before training, and its config's training seed."""
     path.mkdir(parents=True)
+    (path / "config.yaml").write_text(f"training:\n  seed: {seed}\n")
     last = len(steps)
     evals = [{"step": step, "set": "heldout", "index": i, "sampled_pass": v}
              for step, values in ((0, before), (last, after)) for i, v in enumerate(values)]
@@ -98,6 +100,24 @@ def test_arms_of_unequal_length_and_a_run_not_evaluated_after_are_one_line(arms,
     (redraw / "eval.jsonl").write_text(json.dumps({"step": 0, "set": "heldout", "index": 0, "sampled_pass": 0}))
     with pytest.raises(SystemExit, match="eval.jsonl holds 1 evaluation"):
         tree_arms().main(["--arm", "fixed", str(fixed), "--arm", "redraw", str(redraw)])
+
+
+def test_a_row_names_its_runs_seed_and_runs_of_different_seeds_are_not_paired(tmp_path, capsys) -> None:
+    """The seed column is each run's training.seed (a comparison of seed 2 alone says 2, not its position 0);
+    an arm listed in another seed order is refused in one line rather than compared."""
+    step = [{"step_seconds": 60.0, "samples": 8, "gen_tokens": 800}]
+    fixed = write_run(tmp_path / "fixed_s2", BEFORE, BEFORE, step, seed=2)
+    pair = write_run(tmp_path / "pair_s2", BEFORE, BEFORE, step, seed=2)
+    assert tree_arms().main(["--arm", "fixed", str(fixed), "--arm", "pair", str(pair)]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert rows[2].startswith("| 2 | fixed | 1 |") and rows[3].startswith("| 2 | pair | 1 |")
+    other = write_run(tmp_path / "pair_s1", BEFORE, BEFORE, step, seed=1)
+    with pytest.raises(SystemExit, match=r"pair_s1 trained with seed 1 and .*fixed_s2 with seed 2; list each arm's "
+                                         r"runs in the same seed order$"):
+        tree_arms().main(["--arm", "fixed", str(fixed), "--arm", "pair", str(other)])
+    (other / "config.yaml").unlink()
+    with pytest.raises(SystemExit, match=r"pair_s1/config.yaml is missing"):
+        tree_arms().main(["--arm", "fixed", str(fixed), "--arm", "pair", str(other)])
 
 
 def test_one_arm_alone_is_its_runs_figures_without_a_comparison(arms, capsys) -> None:
