@@ -3,9 +3,9 @@
     python benchmarks/tree_arms.py --arm fixed runs/t39_fixed_s0 runs/t39_fixed_s1 runs/t39_fixed_s2 \
         --arm redraw runs/t39_redraw_s0 runs/t39_redraw_s1 runs/t39_redraw_s2 [--json OUT] [--plot DIR]
 
-Each arm lists its runs in seed order (the i-th run of every arm is one seed). Both arms train under the same
-`training.time_budget_minutes` and are evaluated the same way (held-out set, seed, chains), so their last
-evaluations are compared at equal training time. Per run: the training minutes spent, the held-out sampled
+Each arm lists its runs in seed order (the i-th run of every arm is one seed, which each run's config.yaml
+confirms). Both arms train under the same `training.time_budget_minutes` and are evaluated the same way
+(held-out set, seed, chains), so their last evaluations are compared at equal training time. Per run: the training minutes spent, the held-out sampled
 pass@1 gain with its paired interval, the signal share (completions in a sibling group that trains over all
 completions generated, redraws included), tokens generated per trained completion, a step's seconds (generation /
 update), and the evaluation before training's seconds: the same work in every arm of a seed, so it shows the
