@@ -4,16 +4,16 @@
         --arm redraw runs/t39_redraw_s0 runs/t39_redraw_s1 runs/t39_redraw_s2 [--json OUT] [--plot DIR]
 
 Each arm lists its runs in seed order (the i-th run of every arm is one seed, which each run's config.yaml
-confirms). Both arms train under the same `training.time_budget_minutes` and are evaluated the same way
-(held-out set, seed, chains), so their last evaluations are compared at equal training time. Per run: the training minutes spent, the held-out sampled
-pass@1 gain with its paired interval, the signal share (completions in a sibling group that trains over all
-completions generated, redraws included), tokens generated per trained completion, a step's seconds (generation /
-update), and the evaluation before training's seconds: the same work in every arm of a seed, so it shows the
-host's speed when each run was made (a slower host fits fewer steps in the budget). Per seed, for each arm
-after the first: its held-out sampled pass@1 minus the first arm's at the end, paired by problem, and the ratio
-of the gains. --plot draws signal.png and the other metric plots of every run overlaid (comlrl-plot's).
---set probe --measure sampled_reward compares the trained-on problems' sampled reward instead (the quick
-start's claim: its four held-out problems are too few to tell two arms apart).
+confirms). Both arms train under the same `training.time_budget_minutes` and are evaluated the same way (held-out
+set, seed, chains), so their last evaluations are compared at equal training time. Per run: the training minutes
+spent, the held-out sampled pass@1 gain with its paired interval, the signal share (completions in a sibling group
+that trains over all completions generated, redraws included), tokens generated per trained completion, a step's
+seconds (generation / update), and the evaluation before training's seconds: the same work in every arm of a seed,
+so it shows the host's speed when each run was made (a slower host fits fewer steps in the budget). Per seed, for
+each arm after the first: its held-out sampled pass@1 minus the first arm's at the end, paired by problem, and the
+ratio of the gains. --plot draws signal.png and the other metric plots of every run overlaid (comlrl-plot's). --set
+probe --measure sampled_reward compares the trained-on problems' sampled reward instead (the quick start's claim:
+its four held-out problems are too few to tell two arms apart).
 """
 
 from __future__ import annotations
