@@ -27,9 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from omegaconf import OmegaConf  # noqa: E402
-
-from comlrl.run.outputs import OUTPUTS, read_run_lines  # noqa: E402
+from comlrl.run.outputs import OUTPUTS, read_run_config, read_run_lines  # noqa: E402
 from comlrl.run.paired import PairedDiff, record_difference  # noqa: E402
 
 
@@ -104,7 +102,7 @@ def run_seed(run: Path) -> int:
     path = run / OUTPUTS["config"]
     if not path.is_file():
         raise SystemExit(f"tree_arms: {path} is missing; a run folder written by comlrl-train holds it")
-    return int(OmegaConf.load(path).training.seed)
+    return int(read_run_config(run).training.seed)
 
 
 def figures(run: Path, measure: Measure = HELDOUT_PASS) -> RunFigures:

@@ -24,13 +24,6 @@ FIGURES = (("eval/pass_at_1", "held-out greedy pass@1"), ("eval/sampled/pass_at_
            ("eval/probe/sampled/reward_mean", "trained-on (probe) sampled reward"))
 
 
-def _config(run_dir: Path) -> Any:
-    """The run's config.yaml as omegaconf reads it (no plugin import, no check: only a few keys are read)."""
-    from omegaconf import OmegaConf
-
-    return OmegaConf.load(run_dir / "config.yaml")
-
-
 def training_lines(config: Any, steps: int) -> list[str]:
     """What the run trained on and how (config.yaml's task, dataset, algorithm and tree shape)."""
     m = config.magrpo
@@ -87,8 +80,10 @@ def write_model_card(run_dir: str | Path, steps: int) -> Path | None:
     weights = out / "final"
     if not (weights / "policies.json").is_file():
         return None
+    from comlrl.run.outputs import read_run_config
+
     meta = json.loads((weights / "policies.json").read_text())
-    about = [*training_lines(_config(out), steps), "", *evaluation_lines(out)]
+    about = [*training_lines(read_run_config(out), steps), "", *evaluation_lines(out)]
     path = weights / "README.md"
     path.write_text(card(meta["mode"], meta["models"], meta["paths"], about))
     return path

@@ -192,6 +192,12 @@ def read_run_lines(run_dir: str | Path, output: str, up_to_step: int | None = No
     return out
 
 
+def read_run_config(run_dir: str | Path) -> Any:
+    """A run's config.yaml as omegaconf reads it: no plugin import and no check, for the few keys a report reads
+    (the resolved config that `--config` loads back goes through load_config instead)."""
+    return OmegaConf.load(Path(run_dir) / OUTPUTS["config"])
+
+
 class RunWriter:
     """metrics.jsonl and trees.jsonl, plus every metric to the accelerator's trackers (started here)."""
 
