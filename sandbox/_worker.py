@@ -1,4 +1,4 @@
-"""Sandbox worker: stdlib only, started as `python -I -S -B -c <this source> <config json>`.
+"""Sandbox worker: stdlib only, started as `python -S -B -c <this source> <config json>` (PYTHONHASHSEED=0).
 
 It is never imported by the trainer (which would put untrusted code one fork away from the model); the
 executor reads this file's text and hands it to a fresh interpreter, usually inside bubblewrap.
@@ -1296,6 +1296,7 @@ def _run_job(cfg: dict, job: dict, code: str, tests_blob: bytes, template: _Temp
 
 
 def main() -> None:
+    sys.path[:] = [p for p in sys.path if p]  # `-c` puts the working directory first; a candidate can write there
     cfg = json.loads(sys.argv[1])
     _CFG.update(cfg)
     proto = (os.dup(0), os.dup(1))

@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .isolation import SandboxUnavailable, command, detect_isolation, pick_python
+from .isolation import WORKER_ENV, SandboxUnavailable, command, detect_isolation, pick_python
 from .results import AssertResult, ExecResult, SyntaxErrorInfo
 from .testparse import ParsedTests
 from .untrusted_source import check_compiles
@@ -118,7 +118,7 @@ class _Worker:
     def start(self) -> None:
         self.jobs = 0
         self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+                                     stderr=subprocess.DEVNULL, env=WORKER_ENV, cwd=self.base,
                                      close_fds=True, start_new_session=True)
         try:
             hello = json.loads(self._read_frame(time.monotonic() + _WORKER_START_TIMEOUT_S))

@@ -98,8 +98,15 @@ def _masks_for(python: str, cwd: str, home: str) -> tuple[str, ...]:
 
 # ------------------------------------------------------------------------------------------ isolation
 
+# The whole environment of a worker. A fixed hash seed gives the same code the same verdict in every worker and
+# every run: a solution returning `list(set(words))` otherwise passes or fails by the worker's random seed.
+WORKER_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"}
+
+
 def command(level: str, python: str, source: str, cfg: dict, tmpfs_bytes: int) -> list[str]:
-    tail = [python, "-I", "-S", "-B", "-c", source, json.dumps(cfg)]
+    """The worker's command line. `-S` (no site-packages), not `-I`, whose `-E` would drop PYTHONHASHSEED: the
+    environment is WORKER_ENV alone, and the worker takes the working directory off its import path itself."""
+    tail = [python, "-S", "-B", "-c", source, json.dumps(cfg)]
     root = os.geteuid() == 0
     if level == "bwrap":
         ns = (["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
@@ -108,7 +115,9 @@ def command(level: str, python: str, source: str, cfg: dict, tmpfs_bytes: int) -
                 "--proc", "/proc", "--perms", "0755", "--size", str(tmpfs_bytes), "--tmpfs", "/tmp"]
         for path in _masks(python):
             argv += ["--tmpfs", path]
-        argv += ["--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8"]
+        argv += ["--clearenv"]
+        for name, value in WORKER_ENV.items():
+            argv += ["--setenv", name, value]
         if root:
             argv += ["--cap-drop", "ALL"]
             for cap in _CAPS:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -177,3 +179,24 @@ def test_a_private_uid_is_one_no_live_process_holds(monkeypatch) -> None:
     assert executor.free_uid(65000) == 65042
     monkeypatch.undo()
     assert executor._uid_in_use(os.getuid()) and not executor._uid_in_use(65000 + executor.UID_SPAN + 1)
+
+
+def test_string_hashes_are_seeded_so_the_same_code_gets_the_same_verdict_in_every_worker(fast_sb: Sandbox) -> None:
+    # A worker's hash seed used to be random: `list(set(items))` passed Easy/36's `['b', 'a', 'b']` assert in some
+    # workers and failed in others, so two runs of one training seed scored the same completion 2.5 and 2.0 and
+    # parted from step 1. Every worker now hashes with seed 0, at every isolation level (fast_sb's params).
+    expected = subprocess.run([sys.executable, "-c", "print([hash('comlrl'), list({'b', 'a', 'c', 'd', 'e'})])"],
+                              capture_output=True, text=True, env={"PYTHONHASHSEED": "0"}, check=True).stdout.strip()
+    code = "def f():\n    return [hash('comlrl'), list({'b', 'a', 'c', 'd', 'e'})]\n"
+    tests = parse_tests("assert f() is None\n", "f")
+    messages = {fast_sb.run(code, tests).asserts[0].message}
+    with Sandbox(workers=1, timeout_s=3.0, cache=False, isolation=fast_sb.isolation) as fresh:
+        messages.add(fresh.run(code, tests).asserts[0].message)
+    assert messages == {f"assert {expected} is None"}
+
+
+def test_the_workers_import_path_leaves_out_the_working_directory(sb: Sandbox) -> None:
+    # Without `-I`, `-c` would put the working directory first on the judge's import path.
+    r = sb.run("import sys\ndef f():\n    return [p for p in sys.path if p in ('', '.')]\n",
+               parse_tests("assert f() == []\n", "f"))
+    assert r.status == "passed", r
