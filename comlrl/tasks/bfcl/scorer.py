@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 import signal
 import sys
 import time
@@ -38,17 +39,23 @@ class Failed:
 
 
 @contextlib.contextmanager
-def _bare_main() -> Any:
+def _child_spawn() -> Any:
     """While a child is spawned, `__main__` is an empty module: "spawn" re-imports the parent's main module
     in the child, which would run an unguarded user script (or notebook cell) a second time there and
-    costs imports; the child needs only this module."""
-    main = sys.modules.get("__main__")
+    costs imports; the child needs only this module. And PYTHONHASHSEED is 0, so BFCL's backends answer the
+    same calls with the same text in every run (TicketAPI joins a set of field names into its error)."""
+    main, seed = sys.modules.get("__main__"), os.environ.get("PYTHONHASHSEED")
     sys.modules["__main__"] = types.ModuleType("__main__")
+    os.environ["PYTHONHASHSEED"] = "0"
     try:
         yield
     finally:
         if main is not None:
             sys.modules["__main__"] = main
+        if seed is None:
+            del os.environ["PYTHONHASHSEED"]
+        else:
+            os.environ["PYTHONHASHSEED"] = seed
 
 
 def _serve(conn: Any, memory_bytes: int, warm_up: Callable[[], None] | None) -> None:
@@ -106,7 +113,7 @@ class Scorer:
         parent, child = ctx.Pipe()
         proc = ctx.Process(target=_serve, args=(child, self.memory_bytes, self.warm_up), daemon=True,
                            name="comlrl-bfcl-scorer")
-        with _bare_main():
+        with _child_spawn():
             proc.start()
         child.close()
         self._proc, self._conn = proc, parent

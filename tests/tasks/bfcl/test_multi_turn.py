@@ -218,6 +218,19 @@ def test_the_scorer_restarts_a_dead_child_once_and_is_gone_after_close():
     assert s.pid is None and not proc.is_alive() and proc.exitcode is not None
 
 
+def test_the_scoring_process_hashes_strings_with_seed_0_and_leaves_the_trainers_environment_alone():
+    # A backend's text must not depend on the child's random hash seed (TicketAPI joins a set into its error).
+    expected = int(subprocess.run([sys.executable, "-c", "print(hash('comlrl'))"], capture_output=True, text=True,
+                                  env={"PYTHONHASHSEED": "0"}, check=True).stdout)
+    before = os.environ.get("PYTHONHASHSEED")
+    s = Scorer(timeout_s=30.0, memory_bytes=0)
+    try:
+        assert s.run(hash, ["comlrl"]) == [expected]
+    finally:
+        s.close()
+    assert os.environ.get("PYTHONHASHSEED") == before
+
+
 def test_close_ends_the_scoring_process(problems):
     t = BfclMultiTurnTask()
     p = problems["multi_turn_base_1"]
