@@ -118,7 +118,7 @@ class _Worker:
     def start(self) -> None:
         self.jobs = 0
         self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, env=WORKER_ENV, cwd=self.base,
+                                     stderr=subprocess.DEVNULL, env=WORKER_ENV, cwd="/",
                                      close_fds=True, start_new_session=True)
         try:
             hello = json.loads(self._read_frame(time.monotonic() + _WORKER_START_TIMEOUT_S))

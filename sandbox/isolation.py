@@ -105,7 +105,8 @@ WORKER_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"}
 
 def command(level: str, python: str, source: str, cfg: dict, tmpfs_bytes: int) -> list[str]:
     """The worker's command line. `-S` (no site-packages), not `-I`, whose `-E` would drop PYTHONHASHSEED: the
-    environment is WORKER_ENV alone, and the worker takes the working directory off its import path itself."""
+    environment is WORKER_ENV alone. `-c` puts the working directory first on the import path: the worker starts
+    where no candidate can write (`/`, or bubblewrap's fresh /tmp) and takes it off the path before any job."""
     tail = [python, "-S", "-B", "-c", source, json.dumps(cfg)]
     root = os.geteuid() == 0
     if level == "bwrap":

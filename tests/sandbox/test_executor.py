@@ -195,8 +195,9 @@ def test_string_hashes_are_seeded_so_the_same_code_gets_the_same_verdict_in_ever
     assert messages == {f"assert {expected} is None"}
 
 
-def test_the_workers_import_path_leaves_out_the_working_directory(sb: Sandbox) -> None:
-    # Without `-I`, `-c` would put the working directory first on the judge's import path.
-    r = sb.run("import sys\ndef f():\n    return [p for p in sys.path if p in ('', '.')]\n",
-               parse_tests("assert f() == []\n", "f"))
-    assert r.status == "passed", r
+def test_the_workers_import_path_leaves_out_the_working_directory(fast_sb: Sandbox) -> None:
+    # Without `-I`, `-c` puts the working directory ('') first on the import path: the judge would import a
+    # module a candidate wrote into it. The candidate's path (f) and the judge's (the assert) must both omit it.
+    r = fast_sb.run("import sys\ndef f():\n    return [p for p in sys.path if p in ('', '.')]\n",
+                    parse_tests("assert f() == []\nassert '' not in __import__('sys').path\n", "f"))
+    assert r.status == "passed" and r.passed == 2, r
