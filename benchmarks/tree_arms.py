@@ -11,9 +11,12 @@ that trains over all completions generated, redraws included), tokens generated 
 seconds (generation / update), and the evaluation before training's seconds: the same work in every arm of a seed,
 so it shows the host's speed when each run was made (a slower host fits fewer steps in the budget). Per seed, for
 each arm after the first: its held-out sampled pass@1 minus the first arm's at the end, paired by problem, and the
-ratio of the gains. --plot draws signal.png and the other metric plots of every run overlaid (comlrl-plot's). --set
-probe --measure sampled_reward compares the trained-on problems' sampled reward instead (the quick start's claim:
-its four held-out problems are too few to tell two arms apart).
+ratio of the gains, and the issue's other reading of the target: the share of the first arm's training time the arm
+took to first reach the first arm's final gain, read from the arm's evaluations during training
+(`training.eval_every`; without them only its last evaluation can reach it). --plot draws signal.png and the other
+metric plots of every run overlaid (comlrl-plot's). --set probe --measure sampled_reward compares the trained-on
+problems' sampled reward instead (the quick start's claim: its four held-out problems are too few to tell two arms
+apart).
 """
 
 from __future__ import annotations
@@ -127,6 +130,22 @@ def figures(run: Path, measure: Measure = HELDOUT_PASS) -> RunFigures:
         host_seconds=next((m["eval/seconds"] for m in metrics if m.get("step") == 0 and "eval/seconds" in m), None))
 
 
+def time_to_reach(run: Path, target: float, measure: Measure = HELDOUT_PASS) -> tuple[int, float] | None:
+    """The first evaluation whose gain over the one before training reaches `target`, as (its step, the training
+    minutes spent up to that step); None if no evaluation does. The first crossing of a noisy curve: the more
+    evaluations a run makes, the earlier it can cross by chance, so the row shows its step and the text reads it
+    with the gain's interval."""
+    records = read_run_lines(run, "eval")
+    steps = sorted({int(r["step"]) for r in records})
+    first = _of_set(records, steps[0], measure.set)
+    seconds = {int(m["step"]): m["step_seconds"] for m in read_run_lines(run, "metrics") if "step_seconds" in m}
+    for step in steps[1:]:
+        d = _difference(first, _of_set(records, step, measure.set), measure)
+        if d is not None and d.delta >= target:
+            return step, sum(s for k, s in seconds.items() if k <= step) / 60
+    return None
+
+
 def versus(base: Path, other: Path, measure: Measure = HELDOUT_PASS) -> PairedDiff | None:
     """`other`'s last measured value minus `base`'s, paired by problem (the same set and seed)."""
     return _difference(evaluations(base, measure)[1], evaluations(other, measure)[1], measure)
@@ -140,9 +159,10 @@ def table(arms: dict[str, list[Path]], measure: Measure = HELDOUT_PASS) -> tuple
         return "n/a" if d is None else measure.diff(d)
 
     rows = [f"| seed | arm | steps | training min | {measure.label} | gain, {measure.unit} (95% CI) | "
-            f"vs {base} at the end | gain ratio | signal share | tokens per trained completion | redraws | "
-            "completions trained | s per step (generation / update) | evaluation before training, s |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            f"vs {base} at the end | gain ratio | time to {base}'s gain | signal share | "
+            "tokens per trained completion | redraws | completions trained | s per step (generation / update) | "
+            "evaluation before training, s |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     out: dict = {"arms": {}, "versus": {}}
     for i in range(len(arms[base])):
         ref = figures(arms[base][i], measure)
@@ -152,19 +172,26 @@ def table(arms: dict[str, list[Path]], measure: Measure = HELDOUT_PASS) -> tuple
                 raise SystemExit(f"tree_arms: {f.run} trained with seed {f.seed} and {ref.run} with seed {ref.seed}; "
                                  "list each arm's runs in the same seed order")
             out["arms"].setdefault(name, []).append({**asdict(f), "gain": asdict(f.gain) if f.gain else None})
-            vs, ratio = "", ""
+            vs, ratio, reach = "", "", ""
             if name != base:
                 d = versus(arms[base][i], arms[name][i], measure)
                 out["versus"].setdefault(name, []).append(asdict(d) if d else None)
                 vs = shown(d)
-                if f.gain and ref.gain and ref.gain.delta > 0:
-                    ratio = f"{f.gain.delta / ref.gain.delta:.2f}"
+                if ref.gain and ref.gain.delta > 0:  # a baseline that lost has no gain to reach or divide by
+                    ratio = f"{f.gain.delta / ref.gain.delta:.2f}" if f.gain else ""
+                    reached = time_to_reach(Path(f.run), ref.gain.delta, measure)
+                    out.setdefault("reach", {}).setdefault(name, []).append(
+                        None if reached is None else {"step": reached[0], "minutes": reached[1],
+                                                      "time_ratio": reached[1] / ref.train_minutes})
+                    reach = "not reached" if reached is None else \
+                        f"{reached[1] / ref.train_minutes:.2f} (step {reached[0]})"
             per_step = 60 * f.train_minutes / f.steps
             host = "n/a" if f.host_seconds is None else f"{f.host_seconds:.0f}"
             level = f"{measure.show(f.gain.before)} → {measure.show(f.gain.after)}" if f.gain else "n/a"
             rows.append(f"| {f.seed} | {name} | {f.steps} | {f.train_minutes:.1f} | {level} | {shown(f.gain)} | "
-                        f"{vs} | {ratio} | {f.signal_share:.2f} | {f.tokens_per_trained:.0f} | {f.redraws} | "
-                        f"{f.trained} | {per_step:.0f} ({f.gen_seconds:.0f} / {f.update_seconds:.0f}) | {host} |")
+                        f"{vs} | {ratio} | {reach} | {f.signal_share:.2f} | {f.tokens_per_trained:.0f} | "
+                        f"{f.redraws} | {f.trained} | {per_step:.0f} ({f.gen_seconds:.0f} / {f.update_seconds:.0f}) | "
+                        f"{host} |")
     return "\n".join(rows), out
 
 

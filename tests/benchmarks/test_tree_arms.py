@@ -72,11 +72,13 @@ def test_each_run_and_the_arms_against_each_other_by_hand(arms, capsys) -> None:
 
     # 2 steps of 60 s (generation 20 and 30 s, update 40 and 30 s); 16 of 32 generated in trained groups; 1600
     # tokens for 16 trained completions; the evaluation before training took 100 s
-    assert rows[2] == (f"| 0 | fixed | 2 | 2.0 | 18.8% → 37.5% | {pts(gain_fixed)} |  |  | 0.50 | 100 | 0 "
+    assert rows[2] == (f"| 0 | fixed | 2 | 2.0 | 18.8% → 37.5% | {pts(gain_fixed)} |  |  |  | 0.50 | 100 | 0 "
                        "| 16 | 60 (25 / 35) | 100 |")
     # 90 + 30 s; (0.75 x 32 + 0.5 x 16) / 48 = 0.67; 4000 tokens / 32 trained = 125; ratio 0.3125 / 0.1875;
-    # no generation or update seconds logged: 0; a slower host's evaluation, 123 s
-    assert rows[3] == (f"| 0 | redraw | 2 | 2.0 | 18.8% → 50.0% | {pts(gain_redraw)} | {pts(vs)} | 1.67 | 0.67 "
+    # no generation or update seconds logged: 0; a slower host's evaluation, 123 s; evaluated only at the end, it
+    # first reaches the fixed arm's gain there: 2.0 of the fixed arm's 2.0 minutes
+    assert rows[3] == (f"| 0 | redraw | 2 | 2.0 | 18.8% → 50.0% | {pts(gain_redraw)} | {pts(vs)} | 1.67 | "
+                       "1.00 (step 2) | 0.67 "
                        "| 125 | 2 | 32 | 60 (0 / 0) | 123 |")
 
 
@@ -152,4 +154,41 @@ def test_the_trained_on_reward_is_compared_from_its_chains(arms, capsys) -> None
     assert (gain_fixed.delta, gain_redraw.delta, vs.delta) == (0.75, 1.25, 0.5)
     assert "| trained-on sampled reward | gain, difference (95% CI) |" in rows[0]
     assert rows[2].startswith(f"| 0 | fixed | 2 | 2.0 | 1.000 → 1.750 | {diff(gain_fixed)} |  |  |")
-    assert rows[3].startswith(f"| 0 | redraw | 2 | 2.0 | 1.000 → 2.250 | {diff(gain_redraw)} | {diff(vs)} | 1.67 |")
+    assert rows[3].startswith(f"| 0 | redraw | 2 | 2.0 | 1.000 → 2.250 | {diff(gain_redraw)} | {diff(vs)} | 1.67 | "
+                              "1.00 (step 2) |")
+
+
+def _evaluate_at(run: Path, step: int, values: list[float]) -> None:
+    with (run / "eval.jsonl").open("a") as f:
+        f.writelines(json.dumps({"step": step, "set": "heldout", "index": i, "sampled_pass": v}) + "\n"
+                     for i, v in enumerate(values))
+
+
+def test_time_to_reach_the_baselines_gain_is_read_from_evaluations_during_training(tmp_path, capsys) -> None:
+    """The issue's other reading of the target: the first evaluation whose gain reaches the baseline's final gain,
+    and the training minutes up to its step over the baseline's. Hand-computed: the baseline gains 0.1875 in 4
+    minutes; the other arm steps 30, 60, 90 and 60 s."""
+    step = {"samples": 8, "gen_tokens": 800}
+    fixed = write_run(tmp_path / "fixed_s0", BEFORE, [0.25, 0.25, 0.75, 0.25], [{**step, "step_seconds": 120.0}] * 2)
+    seconds = [{**step, "step_seconds": s} for s in (30.0, 60.0, 90.0, 60.0)]
+    arm = write_run(tmp_path / "pair_s0", BEFORE, [0.25, 0.25, 0.75, 0.25], seconds)
+    _evaluate_at(arm, 1, [0.25, 0.25, 0.5, 0.0])  # +0.0625: short of 0.1875
+    _evaluate_at(arm, 3, [0.5, 0.5, 0.5, 0.0])  # +0.1875: reached, after 30 + 60 + 90 s = 3.0 minutes
+    tree_arms_module = tree_arms()
+    assert tree_arms_module.time_to_reach(arm, 0.1875) == (3, 3.0)
+    assert tree_arms_module.time_to_reach(arm, 0.25) is None  # never: the last evaluation also gains 0.1875
+    assert tree_arms_module.main(["--arm", "fixed", str(fixed), "--arm", "pair", str(arm),
+                                  "--json", str(tmp_path / "a.json")]) == 0
+    row = capsys.readouterr().out.splitlines()[3]
+    assert "| 1.00 | 0.75 (step 3) |" in row  # the same gain at the end (ratio 1.00), reached in 3 of 4 minutes
+    reach = json.loads((tmp_path / "a.json").read_text())["reach"]["pair"][0]
+    assert reach == {"step": 3, "minutes": 3.0, "time_ratio": 0.75}
+    (arm / "eval.jsonl").write_text("")
+    _evaluate_at(arm, 0, BEFORE)
+    _evaluate_at(arm, 4, BEFORE)  # gains nothing: never reaches the baseline's gain
+    assert tree_arms_module.main(["--arm", "fixed", str(fixed), "--arm", "pair", str(arm)]) == 0
+    assert "| 0.00 | not reached |" in capsys.readouterr().out.splitlines()[3]
+    # a baseline that lost has no gain to reach: both columns stay empty
+    assert tree_arms_module.main(["--arm", "pair", str(arm), "--arm", "fixed", str(fixed)]) == 0
+    cells = [c.strip() for c in capsys.readouterr().out.splitlines()[3].split("|")]
+    assert cells[2] == "fixed" and cells[8:10] == ["", ""]
