@@ -177,14 +177,16 @@ def table(arms: dict[str, list[Path]], measure: Measure = HELDOUT_PASS) -> tuple
                 d = versus(arms[base][i], arms[name][i], measure)
                 out["versus"].setdefault(name, []).append(asdict(d) if d else None)
                 vs = shown(d)
+                reached = None
                 if ref.gain and ref.gain.delta > 0:  # a baseline that lost has no gain to reach or divide by
                     ratio = f"{f.gain.delta / ref.gain.delta:.2f}" if f.gain else ""
                     reached = time_to_reach(Path(f.run), ref.gain.delta, measure)
-                    out.setdefault("reach", {}).setdefault(name, []).append(
-                        None if reached is None else {"step": reached[0], "minutes": reached[1],
-                                                      "time_ratio": reached[1] / ref.train_minutes})
                     reach = "not reached" if reached is None else \
                         f"{reached[1] / ref.train_minutes:.2f} (step {reached[0]})"
+                # one entry per seed, as "versus": the i-th is seed i's even where nothing was reached
+                out.setdefault("reach", {}).setdefault(name, []).append(
+                    None if reached is None else {"step": reached[0], "minutes": reached[1],
+                                                  "time_ratio": reached[1] / ref.train_minutes})
             per_step = 60 * f.train_minutes / f.steps
             host = "n/a" if f.host_seconds is None else f"{f.host_seconds:.0f}"
             level = f"{measure.show(f.gain.before)} → {measure.show(f.gain.after)}" if f.gain else "n/a"
