@@ -11,7 +11,8 @@
 * Ctrl-C ends with one line, the step it stopped in, the checkpoint that is intact and how to resume, and the
   shell's exit status for it (130), instead of the tracebacks of every library on the stack. A second Ctrl-C
   while the run closes its engine and sandbox exits at once with the same line. SIGTERM (what `timeout`,
-  SLURM and Kubernetes send) is treated the same way, as `terminated ...` with status 143.
+  SLURM and Kubernetes send) is treated the same way, as `terminated ...` with status 143. A stop while the
+  run starts its trackers is acted on once they have started (`stops_held`), so they are closed, not cut.
 
 The state is read from what the run wrote (metrics.jsonl: one line per finished step; checkpoints/), so the
 loop needs no hooks. Only rank 0 prints and takes files back, as only rank 0 writes them.
@@ -24,10 +25,12 @@ import os
 import shutil
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from comlrl.config.schema import ConfigError, RunConfig
 from comlrl.console import launcher_rank, plural
@@ -134,6 +137,40 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path)
     else:
         path.unlink()
+
+
+@contextmanager
+def stops_held() -> Iterator[None]:
+    """Ctrl-C or SIGTERM inside the block is acted on when the block ends (a second one at once), for steps
+    that must not be cut halfway: a stop while TensorBoard's writer started left its thread writing into the
+    folder the run takes back, and the tracker without the writer it is closed through. Main thread only
+    (the only one Python lets handle signals); elsewhere the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        if held:  # a second stop: leave now, through the handler the block replaced
+            _deliver(previous[signum], signum, frame)
+        held.append(signum)
+
+    previous = {sig: signal.signal(sig, hold) for sig in STOPS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if held:
+        _deliver(previous[held[0]], held[0], None)
+
+
+def _deliver(handler: Any, signum: int, frame: FrameType | None) -> None:
+    """Act on a held signal as its handler would have: call it, or the default (SIGINT: KeyboardInterrupt)."""
+    if callable(handler):
+        handler(signum, frame)
+    elif handler == signal.SIG_DFL or handler is None:
+        signal.raise_signal(signum)  # the default action: SIGINT's raises KeyboardInterrupt at once
 
 
 @contextmanager

@@ -35,6 +35,7 @@ from comlrl.run.checkpoint import (
 )
 from comlrl.run.components import Components, build
 from comlrl.run.evaluation import Evaluator
+from comlrl.run.guard import stops_held
 from comlrl.run.metrics import DrawSums, StepSums, leaves, mean_root_returns, turn_sums
 from comlrl.run.outputs import (
     RUN_OUTPUTS,
@@ -301,9 +302,10 @@ def run(cfg: RunConfig, callbacks: Sequence[TrainerCallback] = ()) -> int:
 
     redirect = contextlib.ExitStack()
     try:
-        # inside the try: a stop (SIGTERM) while the writer starts the trackers still closes them below, so no
-        # TensorBoard thread writes into a folder the run guard takes back
-        writer = RunWriter(cfg, acc, resume_step=start) if acc.is_main_process else None
+        # a stop (SIGTERM) while the writer starts the trackers is acted on once they have started, so the close
+        # below finishes them and no TensorBoard thread writes into a folder the run guard takes back
+        with stops_held():
+            writer = RunWriter(cfg, acc, resume_step=start) if acc.is_main_process else None
         evaluator = Evaluator(comp)
         if start > 0:
             evaluator.restore(read_run_lines(out, "eval", start))

@@ -1,16 +1,21 @@
 """A run stopped while its writer starts the trackers leaves no TensorBoard writer thread behind: the run
 guard then takes back the folder, and a live thread writing into it printed a traceback after the one-line
-stop (seen once in tests/trainer/test_run_failures.py's SIGTERM test, a timing race). The stop is made
-deterministic here: the writer is interrupted right after it started the trackers."""
+stop (seen in tests/trainer/test_run_failures.py's SIGTERM test, a timing race, twice). The stops are made
+deterministic here: right after the writer started the trackers, and halfway through TensorBoard's own start
+(its event file and thread existed, the tracker had no writer yet: closing it raised AttributeError, exit 1
+instead of 143)."""
 
 from __future__ import annotations
 
+import signal
 import threading
 
 import pytest
+from torch.utils import tensorboard
 
 from comlrl.config.schema import load_config
 from comlrl.run import trainer
+from comlrl.run.guard import Interrupted, guarded_run
 from comlrl.run.outputs import RunWriter
 
 
@@ -24,10 +29,35 @@ def _tensorboard_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.is_alive() and "tensorboard" in type(t).__module__]
 
 
+class SignalledSummaryWriter(tensorboard.SummaryWriter):
+    def _get_file_writer(self):  # called by __init__: the event file and its thread exist once it returns
+        file_writer = super()._get_file_writer()
+        signal.raise_signal(signal.SIGTERM)
+        return file_writer
+
+
+def _config(run):
+    return load_config(None, ["model.name=tiny-random", "training.torch_threads=1", "rollout.engine=hf",
+                              "logging.progress_bar=false", f"training.output_dir={run}"])
+
+
+def test_sigterm_halfway_through_tensorboards_start_is_the_one_line_stop_and_no_thread_is_left(
+        tmp_path, monkeypatch, tiny_model):
+    monkeypatch.setattr(tensorboard, "SummaryWriter", SignalledSummaryWriter)
+    run = tmp_path / "run"
+    before = set(_tensorboard_threads())
+    with pytest.raises(Interrupted) as stop:
+        guarded_run(_config(run), trainer.run)
+    assert stop.value.status == 143
+    assert str(stop.value) == "terminated during step 1; nothing was kept: the same command starts the run again"
+    assert not set(_tensorboard_threads()) - before
+    assert not run.exists()  # taken back, with no thread left to write into it
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handlers are the ones before the run
+
+
 def test_an_interrupted_writer_stops_the_trackers_it_started(tmp_path, monkeypatch, tiny_model):
     monkeypatch.setattr(trainer, "RunWriter", InterruptedWriter)
-    cfg = load_config(None, ["model.name=tiny-random", "training.torch_threads=1", "rollout.engine=hf",
-                             "logging.progress_bar=false", f"training.output_dir={tmp_path / 'run'}"])
+    cfg = _config(tmp_path / "run")
     before = set(_tensorboard_threads())
     with pytest.raises(KeyboardInterrupt):
         trainer.run(cfg)
