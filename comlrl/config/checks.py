@@ -124,6 +124,21 @@ def _validate_magrpo(cfg: RunConfig, agents: int) -> None:
         require(cfg.rollout.solved_generations is None, "rollout.budget", cfg.rollout.budget,
                 "fixed with rollout.solved_generations set (the split draws every last-turn node from G; set "
                 "rollout.solved_generations=null)")
+    branch = cfg.rollout.branch.samples
+    if branch:  # continuations of a prefix, scored in their trunk's joint action: docs/algorithm.md
+        refused = [
+            (JOINT_MODE_ALIASES.get(m.joint_mode, m.joint_mode) != "align",
+             f"magrpo.joint_mode={m.joint_mode} (a branch is scored in its trunk's joint action: align mode)"),
+            (cfg.algorithm.name != "magrpo", f"algorithm.name={cfg.algorithm.name} (magrpo trains the branches)"),
+            (loss.aggregation != "token_mean", f"magrpo.loss.aggregation={loss.aggregation} (a continuation "
+             "weighs 1 / (K + 1) of its tokens: token_mean)"),
+            (m.advantage.train_per_group is not None, "magrpo.advantage.train_per_group set"),
+            (cfg.rollout.budget != "fixed", f"rollout.budget={cfg.rollout.budget}"),
+            (cfg.rollout.engine == "hf", "rollout.engine=hf (where to branch is read from the engine's log-probs "
+             "of the sampled tokens: vllm or vllm_server)"),
+            (cfg.rollout.atropos.url is not None, "rollout.atropos.url (Atropos's groups are not trees)")]
+        for bad, what in refused:
+            require(not bad, "rollout.branch.samples", branch, f"0 with {what}")
     if JOINT_MODE_ALIASES.get(m.joint_mode, m.joint_mode) == "cross":
         per_node = m.num_generations ** m.num_agents
         require(per_node <= 4096, "magrpo.num_generations", m.num_generations,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from comlrl.tree.branching import branch_advantages
 from comlrl.tree.budget import spread
 from comlrl.tree.nodes import Node, tied
 
@@ -129,7 +130,17 @@ def assign_advantages(
             node.advantages = []
             for agent, row in enumerate(node.completions):
                 values = completion_values(node.joint, node.returns, agent, len(row), credit)
-                adv = group_advantages(values, baseline, scale, eps, node.first_draw)
+                mine = [br for br in node.branches if br.agent == agent]
+                if mine:  # rollout.branch: the prefixes' group and each branched trunk's continuations
+                    split = branch_advantages(values, {br.trunk: br.rewards for br in mine},
+                                              lambda v: group_advantages(v, baseline, scale, eps))
+                    for br in mine:
+                        br.advantages = split.continuations[br.trunk]
+                        stats.groups += 1
+                        stats.skipped += br.advantages is None
+                    adv = split.prefix
+                else:
+                    adv = group_advantages(values, baseline, scale, eps, node.first_draw)
                 stats.groups += 1
                 stats.skipped += adv is None
                 node.advantages.append(adv)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     import torch
 
     from comlrl.config.schema import RunConfig
+    from comlrl.policy.sample import Sample
 
 
 @dataclass
@@ -98,11 +99,13 @@ def _advantage_units(roots: Sequence[Node], cfg: RunConfig, values: StateValues 
     m = cfg.magrpo
     stats = assign_advantages(list(roots), m.advantage.baseline, m.advantage.scale, m.advantage.eps,
                               credit=m.advantage.credit)
-    groups = [(node.completions[a], adv) for root in roots for node in root.walk()
+    nodes = [node for root in roots for node in root.walk()]
+    groups = [(node.completions[a], adv) for node in nodes if not node.branches
               for a, adv in enumerate(node.advantages) if adv is not None]
     size = m.advantage.train_per_group
     if size is None:
-        return [Unit((row[k],), (float(adv[k]),)) for row, adv in groups for k in range(len(adv))], stats
+        return [Unit((row[k],), (float(adv[k]),)) for row, adv in groups for k in range(len(adv))] + [
+            u for node in nodes if node.branches for u in branched_units(node)], stats
     # seeded per step and rank by the trainer (torch.manual_seed before the rollout): reproducible draws
     import torch
 
@@ -114,6 +117,38 @@ def _advantage_units(roots: Sequence[Node], cfg: RunConfig, values: StateValues 
         left = tuple(max(1, len(row[k].completion_ids)) for k in range(len(adv)) if k not in kept)
         units += [Unit((row[k],), (float(a),), stands_for=left if i == 0 else ()) for i, (k, a) in enumerate(drawn)]
     return units, stats
+
+
+def branched_units(node: Node) -> list[Unit]:
+    """A node with branches (`rollout.branch`; docs/algorithm.md, "Branching inside a completion"): per agent,
+    each trunk's prefix (the whole completion where it did not branch) on the prefixes' advantage, then each
+    branched trunk's K + 1 continuations (its own rest first) on theirs, weighted 1 / (K + 1): together they are
+    one sample of the suffix's gradient. A prefix that continues has no EOS: its every token trains."""
+    units: list[Unit] = []
+    for agent, adv in enumerate(node.advantages):
+        row = node.completions[agent]
+        cut = {br.trunk: br for br in node.branches if br.agent == agent}
+        if adv is not None:
+            units += [Unit((_head(s, cut[g].prefix) if g in cut else s,), (float(adv[g]),)) for g, s in enumerate(row)]
+        for g, br in sorted(cut.items()):
+            if br.advantages is not None:
+                rest = (_tail(row[g], br.prefix), *br.samples)
+                units.append(Unit(rest, tuple(map(float, br.advantages)), weights=(1 / len(rest),) * len(rest)))
+    return units
+
+
+def _head(sample: Sample, p: int) -> Sample:
+    """The first `p` tokens of a completion, a prefix that continues (not finished)."""
+    lps = sample.logprobs
+    return replace(sample, completion_ids=sample.completion_ids[:p], finished=False,
+                   logprobs=None if lps is None else lps[:p])
+
+
+def _tail(sample: Sample, p: int) -> Sample:
+    """The rest of a completion after its first `p` tokens, its prompt ending with them (as a branch's does)."""
+    lps = sample.logprobs
+    return replace(sample, prompt_ids=sample.prompt_ids + sample.completion_ids[:p],
+                   completion_ids=sample.completion_ids[p:], logprobs=None if lps is None else lps[p:])
 
 
 # ---- madpo: DPO on sibling pairs -----------------------------------------------------------------------

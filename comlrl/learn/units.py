@@ -34,6 +34,9 @@ class Unit:
     # the completion lengths of untrained siblings its advantage stands for (magrpo.advantage.train_per_group):
     # the step's policy normaliser counts them, so a subsample's loss estimates the whole group's
     stands_for: tuple[int, ...] = ()
+    # per sample, the weight of its loss and of its tokens in the step's normaliser (empty: 1 each); a
+    # branch's K + 1 continuations are one sample of the suffix's gradient, 1 / (K + 1) each (rollout.branch)
+    weights: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,10 @@ def policy_gradient_loss(b: MicroBatch) -> tuple[torch.Tensor, MetricSums]:
         keep = torch.tensor([float(bool(u.advantages)) for u in b.units for _ in u.samples], dtype=mask.dtype,
                             device=mask.device)
         mask = mask * keep[:, None]
+    if any(u.weights for u in b.units):
+        weight = torch.tensor([w for u in b.units for w in (u.weights or (1.0,) * len(u.samples))], dtype=mask.dtype,
+                              device=mask.device)
+        mask = mask * weight[:, None]
     return aggregate(tok, mask, lc.aggregation, b.step.policy), {}
 
 

@@ -80,7 +80,8 @@ def step_size(units: list[Unit], aggregation: str) -> StepSize:
     samples = [s for u in units for s in u.samples]
     lengths = [max(1, len(s.completion_ids)) for s in samples]
     # the policy loss trains the rows of units with advantages (all of them but replayed preference pairs)
-    trained = [max(1, len(s.completion_ids)) for u in units if u.advantages for s in u.samples] or lengths
+    trained = [max(1, len(s.completion_ids)) * w for u in units if u.advantages
+               for s, w in zip(u.samples, u.weights or (1,) * len(u.samples), strict=True)] or lengths
     trained += [n for u in units for n in u.stands_for]
     return StepSize(tokens=float(max(1, sum(lengths))), sequences=float(max(1, len(samples))),
                     units=float(max(1, len(units))), policy=step_normaliser(trained, aggregation))

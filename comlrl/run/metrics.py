@@ -190,6 +190,7 @@ class DrawSums(Sums):
     redraws: float = 0.0  # draws beyond each node's first
     redrawn: float = 0.0  # nodes drawn more than once
     recovered: float = 0.0  # of those, the ones whose kept draw does not tie
+    branches: float = 0.0  # completions branched from their first surprising token (`rollout.branch`)
 
     @staticmethod
     def of(roots: Iterable[Node]) -> DrawSums:
@@ -201,6 +202,11 @@ class DrawSums(Sums):
                 out.generated += size * (1 + node.redraws)
                 out.groups += len(node.advantages)
                 out.with_signal += sum(len(adv) for adv in node.advantages if adv is not None)
+                for br in node.branches:  # rollout.branch: its continuations, a group of their own
+                    out.generated += len(br.samples)
+                    out.groups += 1
+                    out.with_signal += len(br.samples) if br.advantages is not None else 0
+                    out.branches += 1
                 if node.redraws:
                     out.redraws += node.redraws
                     out.redrawn += 1
@@ -213,6 +219,8 @@ class DrawSums(Sums):
         out: dict[str, float] = {}
         if self.groups and self.generated:
             out.update(signal_share=self.with_signal / self.generated, completions_generated=int(self.generated))
+        if self.branches:
+            out["branch/prefixes"] = int(self.branches)
         if self.redrawn:
             out.update({"redraw/draws": int(self.redraws), "redraw/nodes": int(self.redrawn),
                         "redraw/recovered": int(self.recovered)})

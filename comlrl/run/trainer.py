@@ -85,7 +85,8 @@ def training_step(comp: Components, step: int, start_rewards: dict[str, float] |
     roots = rollout.run(TreeShape(m.num_agents, m.num_generations, m.num_turns, m.joint_mode,
                                   m.early_termination_threshold, redraws=comp.cfg.rollout.redraw_tied,
                                   budget=comp.cfg.rollout.budget,
-                                  solved_generations=comp.cfg.rollout.solved_generations), tag="")
+                                  solved_generations=comp.cfg.rollout.solved_generations,
+                                  branch=comp.cfg.rollout.branch.shape()), tag="")
     for root in roots:
         backup_returns(root, m.discount)
     t_rollout = time.perf_counter() - t0

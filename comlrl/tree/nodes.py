@@ -63,6 +63,9 @@ class Node:
     # the budgeted tree (`rollout.budget: split`): samples per agent in the node's first draw; those after it
     # were drawn for the first draw's spread (their baseline differs: learn/advantages.py). None: one draw
     first_draw: int | None = None
+    # branching inside a completion (`rollout.branch`, a last-turn node): continuations of its completions drawn
+    # from their first surprising token (`comlrl.tree.branching.Branch`)
+    branches: list[Any] = field(default_factory=list)
 
     def child_id(self, action: int) -> str:
         return f"{self.id}.{action}"

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
+from comlrl.tree.branching import Branch, BranchShape, branch_point
 from comlrl.tree.budget import split_extra
 from comlrl.tree.contracts import Continuation, JointTurn, Task, Transition
 from comlrl.tree.nodes import Node, joint_actions, should_terminate, tied
@@ -34,8 +35,9 @@ BUDGETS = ("fixed", "split")  # `rollout.budget`: G everywhere, or the last turn
 
 # (agent, messages) requests, G (one for all, or one per request) -> that many completions per request, in
 # request order. Nodes of different G in one call keep them in one decode pass: a pass lasts about as long as
-# its longest completion, whatever its batch, so a second call costs about as much as the first.
-GenerateFn = Callable[[list[tuple[int, Messages]], int | list[int]], list[list[Any]]]
+# its longest completion, whatever its batch, so a second call costs about as much as the first. Branches
+# (`rollout.branch`) call it with a third argument: per request, the token ids its completions continue.
+GenerateFn = Callable[..., list[list[Any]]]
 # (node, joint action) pairs -> one `Scored` per pair
 ScoreFn = Callable[[list[tuple[Node, tuple[int, ...]]]], list[Scored]]
 # (node, joint-action index) pairs that continue -> per-agent messages of the child node
@@ -58,6 +60,8 @@ class TreeShape:
     budget: str = "fixed"
     # samples per agent at a node whose parent joint action solved the problem (None: as any node)
     solved_generations: int | None = None
+    # branching inside a completion: K continuations from each last-turn completion's first surprising token
+    branch: BranchShape | None = None
 
     def generations(self, turn: int) -> int:
         """G at `turn` (1-based)."""
@@ -101,6 +105,8 @@ def expand_trees(
              generate, score)
         if turn == shape.num_turns:  # last-turn nodes are leaves anyway: nothing to prune
             redraw_tied(level, shape, generate, score)
+            if shape.branch is not None:
+                draw_branches(level, shape.branch, generate, score)
             break
         for node in level:
             node.terminated = should_terminate(node.rewards, shape.threshold)
@@ -195,11 +201,53 @@ def draw_split(level: list[Node], shape: TreeShape, generate: GenerateFn, score:
         node.next_states.extend(s.next_state for s in chunk)
 
 
+def draw_branches(level: list[Node], shape: BranchShape, generate: GenerateFn, score: ScoreFn) -> None:
+    """Branching inside a completion (`rollout.branch`, align mode, the last turn): every completion with a
+    surprising token (`branch_point`) gets `shape.samples` continuations from its prefix, all in one call, each
+    scored in its trunk's joint action with the trunk replaced by it; kept on the node as `Node.branches`."""
+    wanted: list[tuple[Node, Branch]] = []
+    for node in level:
+        for a, row in enumerate(node.completions):
+            for g, sample in enumerate(row):
+                p = branch_point(sample.completion_ids, sample.logprobs, shape)
+                if p is not None:
+                    wanted.append((node, Branch(a, g, p)))
+    if not wanted:
+        return
+    requests = [(br.agent, node.messages[br.agent]) for node, br in wanted]
+    prefixes = [tuple(node.completions[br.agent][br.trunk].completion_ids[:br.prefix]) for node, br in wanted]
+    outputs = generate(requests, shape.samples, prefixes)
+    if len(outputs) != len(requests):
+        raise RuntimeError(f"generate returned {len(outputs)} results for {len(requests)} requests")
+    pairs, views = [], []
+    for (node, br), samples in zip(wanted, outputs, strict=True):
+        br.samples = list(samples)
+        view = _with_row(node, br.agent, br.samples)  # the trunk's joint action, this agent's completion swapped
+        partners = node.joint[br.trunk]
+        views.append(view)
+        pairs += [(view, tuple(k if a == br.agent else partners[a] for a in range(len(partners))))
+                  for k in range(len(br.samples))]
+    scored, start = score(pairs), 0
+    for node, br in wanted:
+        chunk = scored[start : start + len(br.samples)]
+        start += len(br.samples)
+        br.rewards = [float(s.reward) for s in chunk]
+        br.details = [s.detail for s in chunk]
+        node.branches.append(br)
+
+
+def _with_row(node: Node, agent: int, row: list[Any]) -> Node:
+    """A scoring view of `node` whose `agent` row is `row` (its state, problem and other rows are the node's)."""
+    rows = [row if a == agent else node.completions[a] for a in range(len(node.completions))]
+    return Node(id=node.id, turn=node.turn, root=node.root, messages=node.messages, completions=rows,
+                state=node.state, problem=node.problem)
+
+
 class Engine(Protocol):
     """What the rollout samples from (`comlrl.engines.RolloutEngine`)."""
 
-    def generate(self, requests: list[tuple[int, Messages]], num_samples: int | list[int], greedy: bool = False
-                 ) -> list[list[Any]]: ...
+    def generate(self, requests: list[tuple[int, Messages]], num_samples: int | list[int], greedy: bool = False,
+                 prefixes: Sequence[Sequence[int]] | None = None) -> list[list[Any]]: ...
 
 
 def texts_along(node: Node, action: int, num_agents: int) -> list[list[str]]:
@@ -229,10 +277,12 @@ class Rollout:
         if self.phase is not None:
             self.phase(f"{self.label} turn {self.turn}: {doing}")
 
-    def generate(self, requests: list[tuple[int, Messages]], n: int | list[int]) -> list[list[Any]]:
+    def generate(self, requests: list[tuple[int, Messages]], n: int | list[int],
+                 prefixes: Sequence[Sequence[int]] | None = None) -> list[list[Any]]:
         self._phase(f"generating {len(requests) * n if isinstance(n, int) else sum(n)}")
         t0 = time.perf_counter()
-        out = self.engine.generate(requests, n, greedy=self.greedy)
+        out = (self.engine.generate(requests, n, greedy=self.greedy) if prefixes is None else
+               self.engine.generate(requests, n, greedy=self.greedy, prefixes=prefixes))
         self.gen_seconds += time.perf_counter() - t0
         self.gen_tokens += sum(len(s.completion_ids) for row in out for s in row)
         return out
