@@ -11,7 +11,8 @@
 #   share   magrpo.advantage.train_per_group=4 (each group trains 4 of its completions, unbiased)
 #   cross   magrpo.joint_mode=cross (every pairing of the drawn completions scored: at T=1 no extra sample)
 #   crossshare  cross and share together (every pairing scored, each group trains 4 of its completions)
-#   branch  rollout.branch.samples=1 (one more continuation from each completion's first surprising token)
+#   branch  rollout.branch.samples=1 rollout.branch.min_prefix=8 magrpo.num_generations=4: half the trunks, one
+#           more continuation from each one's first surprising token past 8 tokens (about the fixed tree's tokens)
 # EXTRA="key=value ..." adds overrides to every run (e.g. a tiny-random smoke check of the script itself).
 # A run already finished (OUT_DIR/ARM_sSEED/final) is kept, so the script resumes where it stopped.
 set -euo pipefail
@@ -26,7 +27,8 @@ off="rollout.redraw_tied=0 rollout.budget=fixed rollout.solved_generations=null 
 share="magrpo.advantage.train_per_group=4"; cross="magrpo.joint_mode=cross"
 declare -A switch=([fixed]="$off" [redraw]="$off rollout.redraw_tied=2" [split]="$off rollout.budget=split"
                    [solved]="$off rollout.solved_generations=2" [share]="$off $share" [cross]="$off $cross"
-                   [crossshare]="$off $cross $share" [branch]="$off rollout.branch.samples=1")
+                   [crossshare]="$off $cross $share"
+                   [branch]="$off rollout.branch.samples=1 rollout.branch.min_prefix=8 magrpo.num_generations=4")
 arms=${ARMS:-fixed redraw split}
 mkdir -p "$out"
 for seed in "$@"; do
