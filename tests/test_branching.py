@@ -17,6 +17,7 @@ from comlrl.learn.algorithms import branched_units
 from comlrl.learn.units import Unit
 from comlrl.learn.update import step_size
 from comlrl.policy.sample import Sample
+from comlrl.run.metrics import DrawSums
 from comlrl.tree.branching import Branch, BranchShape, branch_advantages, branch_point, trunk_values
 from comlrl.tree.nodes import Node
 from comlrl.tree.records import BranchRecord, NodeRecord, RecordError, node_records
@@ -138,6 +139,9 @@ def test_the_units_of_a_branched_node_split_the_trunk_and_weigh_its_continuation
     assert rest.advantages == pytest.approx((0.5, -0.5, 0.0)) and rest.weights == pytest.approx((1 / 3,) * 3)
     # the step's tokens: the prefix's 2, the unbranched trunk's 2, a third of the three continuations' 2 + 2 + 3
     assert step_size(units, "token_mean").policy == pytest.approx(2 + 2 + 7 / 3)
+    sums = DrawSums.of([node])  # the two trunks and two continuations generated; the prefix kept 2 of 4 tokens
+    assert sums.means() == {"signal_share": 1.0, "completions_generated": 4, "branch/prefixes": 1,
+                            "branch/prefix_share": 0.5}
 
 
 def test_a_tied_continuation_group_trains_only_the_prefixes() -> None:

@@ -191,6 +191,8 @@ class DrawSums(Sums):
     redrawn: float = 0.0  # nodes drawn more than once
     recovered: float = 0.0  # of those, the ones whose kept draw does not tie
     branches: float = 0.0  # completions branched from their first surprising token (`rollout.branch`)
+    prefix_tokens: float = 0.0  # the tokens their prefixes keep
+    trunk_tokens: float = 0.0  # the tokens of those completions
 
     @staticmethod
     def of(roots: Iterable[Node]) -> DrawSums:
@@ -207,6 +209,8 @@ class DrawSums(Sums):
                     out.groups += 1
                     out.with_signal += len(br.samples) if br.advantages is not None else 0
                     out.branches += 1
+                    out.prefix_tokens += br.prefix
+                    out.trunk_tokens += len(node.completions[br.agent][br.trunk].completion_ids)
                 if node.redraws:
                     out.redraws += node.redraws
                     out.redrawn += 1
@@ -219,8 +223,9 @@ class DrawSums(Sums):
         out: dict[str, float] = {}
         if self.groups and self.generated:
             out.update(signal_share=self.with_signal / self.generated, completions_generated=int(self.generated))
-        if self.branches:
-            out["branch/prefixes"] = int(self.branches)
+        if self.branches:  # how many completions branched, and the share of their tokens the prefixes keep
+            out.update({"branch/prefixes": int(self.branches),
+                        "branch/prefix_share": self.prefix_tokens / max(1.0, self.trunk_tokens)})
         if self.redrawn:
             out.update({"redraw/draws": int(self.redraws), "redraw/nodes": int(self.redrawn),
                         "redraw/recovered": int(self.recovered)})
