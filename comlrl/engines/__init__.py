@@ -161,6 +161,8 @@ class HFEngine:
     def generate(self, requests: list[tuple[int, Messages]], num_samples: int | Sequence[int], greedy: bool = False,
                  stop_strings: Sequence[str] | None = None, prefixes: Sequence[Sequence[int]] | None = None
                  ) -> list[list[Sample]]:
+        if prefixes is None:  # the call a policy written before rollout.branch takes
+            return self.policies.generate(requests, num_samples, greedy=greedy, stop_strings=stop_strings)
         return self.policies.generate(requests, num_samples, greedy=greedy, stop_strings=stop_strings,
                                       prefixes=prefixes)
 
