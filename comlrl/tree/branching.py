@@ -43,7 +43,6 @@ class Branch:
     prefix: int
     samples: list[Any] = field(default_factory=list)  # the K continuations (their prompt ends with the prefix)
     rewards: list[float] = field(default_factory=list)  # one per continuation: its joint action's return
-    details: list[Any] = field(default_factory=list)  # the task's reward breakdown per continuation
     # the K + 1 continuations' advantages (the trunk's own first), unweighted; None: they tie (no signal)
     advantages: list[float] | None = None
 

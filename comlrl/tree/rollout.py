@@ -219,12 +219,11 @@ def draw_branches(level: list[Node], shape: BranchShape, generate: GenerateFn, s
     outputs = generate(requests, shape.samples, prefixes)
     if len(outputs) != len(requests):
         raise RuntimeError(f"generate returned {len(outputs)} results for {len(requests)} requests")
-    pairs, views = [], []
+    pairs = []
     for (node, br), samples in zip(wanted, outputs, strict=True):
         br.samples = list(samples)
         view = _with_row(node, br.agent, br.samples)  # the trunk's joint action, this agent's completion swapped
         partners = node.joint[br.trunk]
-        views.append(view)
         pairs += [(view, tuple(k if a == br.agent else partners[a] for a in range(len(partners))))
                   for k in range(len(br.samples))]
     scored, start = score(pairs), 0
@@ -232,7 +231,6 @@ def draw_branches(level: list[Node], shape: BranchShape, generate: GenerateFn, s
         chunk = scored[start : start + len(br.samples)]
         start += len(br.samples)
         br.rewards = [float(s.reward) for s in chunk]
-        br.details = [s.detail for s in chunk]
         node.branches.append(br)
 
 
