@@ -13,6 +13,8 @@
 #   crossshare  cross and share together (every pairing scored, each group trains 4 of its completions)
 #   branch  rollout.branch.samples=1 rollout.branch.min_prefix=8 magrpo.num_generations=4: half the trunks, one
 #           more continuation from each one's first surprising token past 8 tokens (about the fixed tree's tokens)
+#   wideshare  the fixed tree's 64 completions a step spread over twice the problems: cross, G = 4, 8 trees a step,
+#           each group training 2 of its 4 completions (the pair's 32 trained completions, from 8 problems not 4)
 # EXTRA="key=value ..." adds overrides to every run (e.g. a tiny-random smoke check of the script itself).
 # A run already finished (OUT_DIR/ARM_sSEED/final) is kept, so the script resumes where it stopped.
 set -euo pipefail
@@ -28,7 +30,9 @@ share="magrpo.advantage.train_per_group=4"; cross="magrpo.joint_mode=cross"
 declare -A switch=([fixed]="$off" [redraw]="$off rollout.redraw_tied=2" [split]="$off rollout.budget=split"
                    [solved]="$off rollout.solved_generations=2" [share]="$off $share" [cross]="$off $cross"
                    [crossshare]="$off $cross $share"
-                   [branch]="$off rollout.branch.samples=1 rollout.branch.min_prefix=8 magrpo.num_generations=4")
+                   [branch]="$off rollout.branch.samples=1 rollout.branch.min_prefix=8 magrpo.num_generations=4"
+                   [wideshare]="$off $cross magrpo.num_generations=4 training.trees_per_step=8
+                                magrpo.advantage.train_per_group=2")
 arms=${ARMS:-fixed redraw split}
 mkdir -p "$out"
 for seed in "$@"; do
