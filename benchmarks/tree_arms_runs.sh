@@ -4,7 +4,8 @@
 # Usage: benchmarks/tree_arms_runs.sh OUT_DIR CONFIG MINUTES SEED [SEED ...]
 #   e.g. benchmarks/tree_arms_runs.sh runs/arms learn_easy_T1 12 0 1 2
 # Arms (ARMS="fixed redraw split" by default; `solved` is for two-turn configs):
-#   fixed   the fixed tree (every switch off, whatever the config ships)
+#   fixed   the fixed tree: every switch off, whatever the config ships; on learn_easy_T1, which ships wideshare,
+#           the align tree of 8 samples per agent on 4 problems a step it shipped before (coop_T1_G8's own tree)
 #   redraw  rollout.redraw_tied=2
 #   split   rollout.budget=split
 #   solved  rollout.solved_generations=2
@@ -24,7 +25,10 @@ shift 3
 cd "$(dirname "$0")/.."
 py=${PYTHON:-python}
 # every arm states every switch: a config may ship one on (align_T2_G4, cross_T2_G4, learn_easy: solved_generations)
-off="rollout.redraw_tied=0 rollout.budget=fixed rollout.solved_generations=null magrpo.advantage.train_per_group=null
+# and the tree it departs from: learn_easy_T1 ships wideshare, its arms are measured from the fixed tree
+tree=""
+[[ $config == learn_easy_T1 ]] && tree="magrpo.joint_mode=align magrpo.num_generations=8 training.trees_per_step=4"
+off="$tree rollout.redraw_tied=0 rollout.budget=fixed rollout.solved_generations=null magrpo.advantage.train_per_group=null
      rollout.branch.samples=0"
 share="magrpo.advantage.train_per_group=4"; cross="magrpo.joint_mode=cross"
 declare -A switch=([fixed]="$off" [redraw]="$off rollout.redraw_tied=2" [split]="$off rollout.budget=split"

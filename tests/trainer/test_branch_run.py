@@ -15,6 +15,7 @@ pytestmark = pytest.mark.slow
 def test_a_branched_run_draws_k_continuations_of_every_completion_and_trains_them(tmp_path, tiny_model):
     run = tmp_path / "branch"
     res = train(["--config", "configs/learn_easy_T1.yaml", *TINY, "magrpo.num_generations=3", "training.steps=1",
+                 "magrpo.joint_mode=align", "magrpo.advantage.train_per_group=null",  # the config ships cross
                  "evaluation.samples=0", "rollout.engine=vllm", "rollout.branch.samples=2",
                  f"training.output_dir={run}"])
     assert res.returncode == 0, res.stderr[-4000:]
