@@ -153,3 +153,24 @@ def test_measurement_starts_no_process_of_its_own() -> None:
 
     source = Path(measure.__file__).read_text()
     assert "subprocess" not in source and "preexec_fn" not in source and "exec(" not in source
+
+
+def test_learn_easy_configs_cpu_limit_passes_every_reference_solution_and_ends_a_loop() -> None:
+    """configs/learn_easy_T1.yaml lowers `sandbox.timeout_s` to 1 s so that a completion's endless loop costs 1 s
+    of CPU, not 5 (a cross step scores the looping agent's completion with each of the other's: 4 runs). The
+    lower limit must cost no correct answer: every reference solution passes with CPU to spare."""
+    from comlrl.config.schema import load_config
+    from sandbox import Sandbox
+    from sandbox.testparse import parse_tests
+
+    cfg = load_config(Path(__file__).resolve().parents[2] / "configs" / "learn_easy_T1.yaml").sandbox
+    assert cfg.timeout_s == 1.0
+    add = next(q for q in EASY if q.entry_point == "add")
+    loop = "def add(a, b):\n    while True:\n        pass\n"
+    with Sandbox.of(cfg) as box:
+        jobs = [(canonical_code(p), parse_tests(p.test, p.entry_point, p.prompt)) for p in EASY]
+        results = box.run_many([*jobs, (loop, parse_tests(add.test, add.entry_point, add.prompt))])
+    *solved, looped = results
+    assert [p.task_id for p, r in zip(EASY, solved, strict=True) if not r.all_passed] == []
+    assert max(r.cpu_s for r in solved) < 0.25 * cfg.timeout_s
+    assert (looped.status, looped.timeout_clock) == ("timeout", "cpu")
