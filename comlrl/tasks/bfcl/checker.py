@@ -105,10 +105,9 @@ def ast_verdict(functions: list[dict], decoded: list[dict], gold: list[dict], ca
     return _verdict(result)
 
 
-def relevance_verdict(decoded: list[dict] | None, category: str) -> Verdict:
-    """BFCL's (ir)relevance rule: an irrelevance entry passes when no call decodes (`utils.is_empty_output`),
-    a relevance entry when one does. `decoded` None: the reply did not decode."""
-    called = decoded is not None and not bfcl().utils.is_empty_output(decoded)
+def relevance_verdict(called: bool, category: str) -> Verdict:
+    """BFCL's (ir)relevance rule: an irrelevance entry passes when no reply holds a call (its decoder failed,
+    or decoded an empty output: `utils.is_empty_output`), a relevance entry when one does."""
     if "irrelevance" in category:
         return Verdict(True) if not called else Verdict(False, "irrelevance_error:decoder_success",
                                                         ("Valid syntax. Successfully decode AST when it should not.",))

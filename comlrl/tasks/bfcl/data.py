@@ -4,6 +4,8 @@ hints) and the ones its checker reads (without, as BFCL's eval runner loads them
 
 from __future__ import annotations
 
+import ast
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,7 +13,7 @@ from comlrl.tasks.bfcl.checker import bfcl
 from comlrl.tasks.datasets import DatasetError
 
 # The categories BFCL scores with its AST checker (gold in possible_answer/), and those it scores by
-# whether a call decodes at all (no gold). Java and JavaScript are decoded from the Python-call form.
+# whether a call decodes at all (no gold). Java and JavaScript replies are decoded by BFCL's tree-sitter parsers.
 AST_CATEGORIES = ("simple_python", "simple_java", "simple_javascript", "multiple", "parallel", "parallel_multiple",
                   "live_simple", "live_multiple", "live_parallel", "live_parallel_multiple")
 RELEVANCE_CATEGORIES = ("irrelevance", "live_irrelevance", "live_relevance")
@@ -66,12 +68,28 @@ def _plain(value: object) -> bool:
     return True
 
 
+def _java_like(value: object, doc_type: str, language: str) -> str | None:
+    """A gold value as Java or JavaScript source that BFCL's tree-sitter decoder and type converter read
+    back as the gold (strings quoted where the document's type is a string, else as written), or None
+    where this simple rendering cannot say it (collections, long/float suffixes left to the model)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        suffix = {"long": "L", "float": "f"}.get(doc_type, "") if language == "java" else ""
+        return f"{value}{suffix}"
+    if isinstance(value, str):
+        return json.dumps(value) if doc_type in ("String", "string", "char") else value
+    return None
+
+
 def gold_answer(problem: BfclProblem) -> str | None:
-    """The gold of a single-turn entry as a reply in BFCL's call format (each parameter's first allowed
-    value; parameters whose only allowed value is "" (optional, left out) are left out), or None where the
-    gold cannot be written that way (no gold, or nested allowed values)."""
+    """The gold of a single-turn entry as a reply in BFCL's call format for its category's language (each
+    parameter's first allowed value; parameters whose only allowed value is "" (optional, left out) are
+    left out), or None where the gold cannot be written that way (no gold, nested allowed values)."""
     if not isinstance(problem.gold, list) or not problem.gold:
         return None
+    language = problem.category.rsplit("_", 1)[-1] if problem.category.startswith("simple_j") else "python"
+    docs = {f["name"]: f.get("parameters", {}).get("properties", {}) for f in problem.checker_functions}
     calls = []
     for call in problem.gold:
         for name, params in call.items():
@@ -79,5 +97,61 @@ def gold_answer(problem: BfclProblem) -> str | None:
                     for k, allowed in params.items() if any(v != "" for v in allowed)}
             if not all(_plain(v) for v in args.values()):
                 return None
-            calls.append(f"{name}({', '.join(f'{k}={v!r}' for k, v in args.items())})")
+            if language == "python":
+                rendered = {k: repr(v) for k, v in args.items()}
+            else:
+                rendered = {k: _java_like(v, str(docs.get(name, {}).get(k, {}).get("type", "")), language)
+                            for k, v in args.items()}
+                if any(v is None for v in rendered.values()):
+                    return None
+            calls.append(f"{name}({', '.join(f'{k}={v}' for k, v in rendered.items())})")
     return f"[{', '.join(calls)}]"
+
+
+def question_key(problem: BfclProblem) -> str:
+    """The entry's question as compared across entries: its user messages, case and spacing folded."""
+    text = "\n".join(m["content"] for turn in problem.turns for m in turn if m["role"] == "user")
+    return " ".join(text.lower().split())
+
+
+def _canonical_call(text: str) -> str:
+    """A ground-truth call string written one way (spacing and keyword order folded), else as given."""
+    try:
+        node = ast.parse(text.strip(), mode="eval").body
+    except (SyntaxError, ValueError, RecursionError):
+        return "".join(text.split())
+    if not isinstance(node, ast.Call):
+        return ast.unparse(node)
+    keywords = sorted(node.keywords, key=lambda k: k.arg or "")
+    return ast.unparse(ast.Call(node.func, node.args, keywords))
+
+
+def gold_key(problem: BfclProblem) -> str:
+    """The entry's gold after canonical formatting: single-turn, its possible answers as sorted JSON;
+    multi-turn, per user turn its ground-truth calls written one way ('' where the entry has no gold)."""
+    if not problem.gold:
+        return ""
+    if problem.category.startswith("multi_turn"):
+        return json.dumps([[_canonical_call(c) for c in turn] for turn in problem.gold])
+    return json.dumps(problem.gold, sort_keys=True, default=str)
+
+
+def answer_groups(problems: list[BfclProblem]) -> list[str]:
+    """A group label per entry: entries with the same question, or the same non-empty gold, share one
+    (transitively), so a split by these labels never puts an answer on both sides."""
+    parent = list(range(len(problems)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first: dict[tuple[str, str], int] = {}
+    for i, p in enumerate(problems):
+        for key in (("question", question_key(p)), ("gold", gold_key(p))):
+            if not key[1]:
+                continue
+            j = first.setdefault(key, i)
+            parent[root(i)] = root(j)
+    return [problems[root(i)].task_id for i in range(len(problems))]

@@ -47,12 +47,16 @@ Pairs = tuple[tuple[str, str], ...]  # one agent's (call, result) pairs of a tur
 
 @dataclass(frozen=True)
 class TurnState:
-    """One tree path's environment after some user turns (`Node.state`); never changed, only replaced."""
+    """One tree path's environment after some replies (`Node.state`); never changed, only replaced.
+
+    A user turn is open while its replies keep making calls (BFCL's multi-turn loop: the model replies
+    again after seeing its calls' results, until it writes no call or reaches the step limit)."""
 
     task_id: str
     instances: bytes = field(repr=False)  # pickled {class name: backend instance}
-    steps: tuple[Steps, ...] = ()  # per user turn answered, its steps as the checker reads them
-    answered: int = 0  # user turns answered on this path
+    steps: tuple[Steps, ...] = ()  # per user turn begun (the open one last), its steps as the checker reads them
+    answered: int = 0  # user turns finished on this path
+    in_turn: int = 0  # replies made so far in the open user turn (0: none open; the next reply begins a turn)
     last: tuple[Pairs, ...] = ()  # per agent, the (call, result) pairs of the last turn (what the next prompt shows)
     decode_errors: tuple[str, ...] = ()  # per agent, why its last reply decoded into no call ("" when it did)
     verdict: Verdict | None = None  # the checker's verdict through the last answered user turn
@@ -62,7 +66,13 @@ class TurnState:
     def key(self) -> str:
         """A short digest of the entry, the calls run and the turns answered: the environment is a function
         of them (the pickled bytes are not: BFCL's files keep a private `datetime.now()` stamp)."""
-        return hashlib.sha1(repr((self.task_id, self.steps, self.answered)).encode()).hexdigest()[:12]
+        return hashlib.sha1(repr((self.task_id, self.steps, self.answered, self.in_turn)).encode()).hexdigest()[:12]
+
+    @property
+    def continues_turn(self) -> bool:
+        """The next reply continues a user turn already begun (`comlrl.tree.contracts.StepState`: the tree
+        branches only at a user turn's first reply)."""
+        return self.in_turn > 0
 
 
 @dataclass(frozen=True)
@@ -73,8 +83,9 @@ class StepRequest:
     instances: bytes
     allowed: frozenset[str]  # the names of the entry's function documents
     calls: tuple[tuple[Call, ...], ...]  # per agent, its decoded calls (empty: nothing decoded)
-    steps: tuple[Steps, ...]  # the earlier user turns' steps
+    steps: tuple[Steps, ...]  # the user turns' steps so far (the open one last when `open_turn`)
     gold: tuple[tuple[str, ...], ...]  # the ground truth through this user turn
+    open_turn: bool = False  # this reply continues the last user turn of `steps`
 
 
 @dataclass(frozen=True)
@@ -192,16 +203,27 @@ def run_step(req: StepRequest) -> StepOutcome:
         results.append(tuple((call.text(), result, is_error(result)) for call, _, result in done))
         if done:
             steps.append(tuple(checked for _, checked, _ in done))
-    turns = [[list(step) for step in turn] for turn in (*req.steps, tuple(steps))]
+    before = req.steps[:-1] if req.open_turn else req.steps
+    current = (req.steps[-1] if req.open_turn else ()) + tuple(steps)
+    turns = [[list(step) for step in turn] for turn in (*before, current)]
     verdict = multi_turn_verdict(req.entry, turns, [list(turn) for turn in req.gold])
     return StepOutcome(pickle.dumps(instances, protocol=pickle.HIGHEST_PROTOCOL), tuple(results), tuple(steps),
                        verdict)
 
 
-def advanced(state: TurnState, outcome: StepOutcome, decode_errors: Sequence[str]) -> TurnState:
-    """The state a joint action leaves: its instances, this turn's steps, one more user turn answered."""
+def advanced(state: TurnState, outcome: StepOutcome, decode_errors: Sequence[str], steps_per_turn: int) -> TurnState:
+    """The state a joint action leaves: its instances and this reply's steps added to its user turn. The
+    user turn stays open when some agent made a call and the turn has had fewer than `steps_per_turn`
+    replies; else it is finished (a reply without a call ends it, as in BFCL's loop)."""
     last = tuple(tuple((call, result) for call, result, _ in agent) for agent in outcome.results)
-    return TurnState(state.task_id, outcome.instances, (*state.steps, outcome.steps), state.answered + 1, last,
+    before = state.steps[:-1] if state.in_turn else state.steps
+    current = (state.steps[-1] if state.in_turn else ()) + outcome.steps
+    called = any(outcome.results)
+    replies = state.in_turn + 1
+    if called and replies < steps_per_turn:
+        return TurnState(state.task_id, outcome.instances, (*before, current), state.answered, replies, last,
+                         tuple(decode_errors), outcome.verdict)
+    return TurnState(state.task_id, outcome.instances, (*before, current), state.answered + 1, 0, last,
                      tuple(decode_errors), outcome.verdict)
 
 
@@ -210,8 +232,8 @@ def unchanged(state: TurnState, calls: Sequence[Sequence[Call]], decode_errors: 
     """The state a joint action that ran to no end leaves: the environment as it was (the same user turn is
     asked again), each call's result `why` (e.g. "execution timed out")."""
     last = tuple(tuple((call.text(), why) for call in agent) for agent in calls)
-    return TurnState(state.task_id, state.instances, state.steps, state.answered, last, tuple(decode_errors),
-                     state.verdict, why)
+    return TurnState(state.task_id, state.instances, state.steps, state.answered, state.in_turn, last,
+                     tuple(decode_errors), state.verdict, why)
 
 
 def tool_results(state: TurnState, roles: Sequence[str]) -> list[dict[str, str]]:

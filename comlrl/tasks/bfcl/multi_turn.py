@@ -1,24 +1,30 @@
 """task.name=bfcl_multi_turn: BFCL v4's stateful multi-turn entries on the turn tree, judged by BFCL's own
 multi-turn checker.
 
-Each BFCL user turn is a tree turn. The agents answer it with calls (the Python-call form of BFCL's prompt,
-comlrl/tasks/bfcl/calls.py); agent 0's calls run first, then agent 1's, against the benchmark's own backend
-classes, whose instances live on the tree path (`Node.state`, a `TurnState`: comlrl/tasks/bfcl/environment.py),
-so sibling joint actions diverge and a child continues from its parent's state. The task is its own
-transition: each agent's chat goes on with its own reply, then one user message with the turn's results as
-BFCL shows them to prompting models (every agent's calls, in the order they ran) and the next user turn.
+Each tree turn is one reply. The agents answer a user turn with calls in BFCL's prompting format, decoded by
+BFCL's own `decode_execute` (comlrl/tasks/bfcl/official.py); agent 0's calls run first, then agent 1's,
+against the benchmark's own backend classes, whose instances live on the tree path (`Node.state`, a
+`TurnState`: comlrl/tasks/bfcl/environment.py), so sibling joint actions diverge and a child continues from
+its parent's state. As in BFCL's inference loop, a reply that made calls is followed by another reply to
+the same user turn, shown the calls' results, until a reply makes no call or `steps_per_turn` replies were
+made; then the next user turn. The tree branches at the first reply of each user turn: a node that
+continues a turn samples one reply per agent (`comlrl.tree.contracts.StepState`). The task is its own
+transition: each agent's chat goes on with its own reply, then one user message with the reply's results as
+BFCL shows them to prompting models (every agent's calls, in the order they ran) and, at a turn's end, the
+next user turn.
 
-Reward of a joint action (one user turn):
+Reward of a joint action (one reply):
 
-    1.0            BFCL's multi_turn_checker accepts the trajectory through this user turn (states and
-                   execution results against the ground truth truncated to the turns answered)
-  + format_reward  some call decoded, on a turn whose ground truth has calls
-  + call_reward x calls_matched   per ground-truth call of this user turn, credit for a decoded call of the
-                   same name: (1 + its arguments equal to the ground truth's) / (1 + the ground truth's
-                   arguments), each gold call matched at most once; the mean over the gold calls (shaping,
-                   so a small model that never passes still learns which call a request asks for; the
-                   pass is the checker's alone)
-  - error_penalty x the share of this turn's calls that failed (unknown function, wrong arguments, an
+    1.0            BFCL's multi_turn_checker accepts the trajectory through this reply (states and
+                   execution results against the ground truth truncated to the turns begun)
+  + format_reward  BFCL's decoder found a call, on a turn whose ground truth has calls
+  + lenient_reward the project's lenient decoder found a call (shaping; 0 by default)
+  + call_reward x calls_matched   per ground-truth call of this user turn, credit for a (leniently) decoded
+                   call of the same name: (1 + its arguments equal to the ground truth's) / (1 + the ground
+                   truth's arguments), each gold call matched at most once; the mean over the gold calls
+                   (shaping, so a small model that never passes still learns which call a request asks for;
+                   the pass is the checker's alone)
+  - error_penalty x the share of this reply's calls that failed (unknown function, wrong arguments, an
                    exception or an `{"error": ...}` answer of a backend, a timeout)
 
 Bad output is an observation and a low reward, never an exception. All execution and every verdict run in
@@ -30,17 +36,16 @@ scores 0 and reports the entry's final verdict as its pass, so an evaluation cha
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from comlrl.errors import ConfigError, require
-from comlrl.tasks.bfcl import prompts
+from comlrl.tasks.bfcl import official, prompts
 from comlrl.tasks.bfcl.calls import Call, decode
 from comlrl.tasks.bfcl.checker import Verdict
-from comlrl.tasks.bfcl.data import MULTI_TURN_CATEGORIES, BfclProblem, load_category
+from comlrl.tasks.bfcl.data import MULTI_TURN_CATEGORIES, BfclProblem, answer_groups, load_category
 from comlrl.tasks.bfcl.environment import (
     MULTI_TURN_CLASSES,
     TIMED_OUT,
@@ -56,6 +61,7 @@ from comlrl.tasks.bfcl.environment import (
 )
 from comlrl.tasks.bfcl.scorer import Failed, Scorer
 from comlrl.tasks.bfcl.task import check_roles_and_weights
+from comlrl.tasks.bfcl.turn_reward import BfclTurnReward, call_match, gold_calls, lines
 from comlrl.tasks.datasets import DatasetConfig, DatasetError, split_problems
 from comlrl.tree.contracts import Continuation, JointTurn, Messages, Task, TaskConfig, Transition
 
@@ -93,65 +99,12 @@ class BfclMultiTurnConfig:
                                        # at most this many calls
     max_call_args: int | None = None  # keep entries whose every kept ground-truth call has at most this many
                                       # arguments (a curriculum of short calls: ls(), get_stock_info(symbol=...))
-    format_reward: float = 0.1  # some call decoded on a turn whose ground truth has calls
+    steps_per_turn: int = 20  # replies per user turn: the agent replies again after its calls' results until
+                              # a reply makes no call or this many replies (BFCL's MAXIMUM_STEP_LIMIT, 20)
+    format_reward: float = 0.1  # BFCL's decoder found a call, on a turn whose ground truth has calls
+    lenient_reward: float = 0.0  # the project's lenient decoder found a call (shaping only; never accuracy)
     call_reward: float = 0.3  # x the ground truth calls matched by name and arguments (shaping; see the docstring)
     error_penalty: float = 0.1  # x the share of the turn's calls that failed
-
-
-@dataclass(frozen=True)
-class BfclTurnReward:
-    """One joint action's reward (the `Reward` contract): the checker's verdict through this user turn."""
-
-    total: float
-    components: dict[str, float]
-    verdict: Verdict | None
-    passed: bool
-    results: tuple[str, ...] = ()  # per agent, its calls and their results ("call -> result" lines)
-    notes: tuple[str, ...] = field(default_factory=tuple)
-
-    @property
-    def all_passed(self) -> bool:
-        return self.passed
-
-    @property
-    def scored(self) -> tuple[str, ...]:
-        return self.results
-
-
-@functools.lru_cache(maxsize=4096)
-def _gold_calls(text: str) -> tuple[Call, ...]:
-    """A ground-truth call string decoded once (every joint action of its turn is credited against it)."""
-    return decode(text).calls
-
-
-def call_match(gold: Sequence[str], calls: Sequence[Call]) -> float:
-    """Mean over the gold calls of (1 + arguments equal) / (1 + gold arguments) for a decoded call of the same
-    name, each call matched at most once, the best-crediting pairs first (0 for a turn without gold calls)."""
-    wanted = [_gold_calls(text) for text in gold]
-    if not wanted:
-        return 0.0
-    pairs = []
-    for i, parsed in enumerate(wanted):
-        if len(parsed) != 1:
-            continue  # a gold string that does not decode as one call earns nothing
-        g = parsed[0]
-        for j, c in enumerate(calls):
-            if c.name == g.name:
-                equal = sum(k in c.args and c.args[k] == v for k, v in g.args.items())
-                pairs.append(((1 + equal) / (1 + len(g.args)), i, j))
-    used_gold: set[int] = set()
-    used_calls: set[int] = set()
-    total = 0.0
-    for credit, i, j in sorted(pairs, reverse=True):
-        if i not in used_gold and j not in used_calls:
-            used_gold.add(i)
-            used_calls.add(j)
-            total += credit
-    return total / len(wanted)
-
-
-def _lines(pairs: Sequence[tuple[str, str]]) -> str:
-    return "\n".join(f"{call} -> {result[:200]}" for call, result in pairs)
 
 
 class BfclMultiTurnTask(Task):
@@ -160,7 +113,7 @@ class BfclMultiTurnTask(Task):
     needs_sandbox = False  # BFCL's checkers and backends run in the task's own scoring process
     num_agents = 1
     role_names = ["caller"]
-    outcome_names = ("decoded", "turn_passed")
+    outcome_names = ("decoded", "decoded_lenient", "turn_passed")
     options_type = BfclMultiTurnConfig  # task.bfcl_multi_turn.*
     centralizable = False  # each agent's calls act on the environment in its own order and it reads its own chat
 
@@ -169,9 +122,10 @@ class BfclMultiTurnTask(Task):
         self.role_names = list(self.cfg.roles)
         self.num_agents = len(self.role_names)
         self.format_reward = float(self.cfg.format_reward)
+        self.lenient_reward = float(self.cfg.lenient_reward)
         self.call_reward = float(self.cfg.call_reward)
         self.error_penalty = float(self.cfg.error_penalty)
-        self.reward_range = (-self.error_penalty, 1.0 + self.format_reward + self.call_reward)
+        self.reward_range = (-self.error_penalty, 1.0 + self.format_reward + self.lenient_reward + self.call_reward)
         self.scorer = scorer or Scorer(timeout_s=float(self.cfg.step_timeout_s), warm_up=warm_up)
         self._fresh: dict[str, bytes] = {}  # task id -> its instances before any call
         self.examples: list[BfclProblem] = []  # training entries whose first turn can be shown solved (`load`)
@@ -185,9 +139,12 @@ class BfclMultiTurnTask(Task):
             raise ConfigError(f"config error: task.bfcl_multi_turn.categories={list(o.categories)!r} is not allowed; "
                               f"expected some of: {', '.join(MULTI_TURN_CATEGORIES)} (single-turn: task.name=bfcl)")
         check_roles_and_weights("task.bfcl_multi_turn", o.roles, {"format_reward": o.format_reward,
+                                                        "lenient_reward": o.lenient_reward,
                                                         "call_reward": o.call_reward,
                                                         "error_penalty": o.error_penalty})
         require(o.docs in prompts.DOC_STYLES, "task.bfcl_multi_turn.docs", o.docs, " or ".join(prompts.DOC_STYLES))
+        require(isinstance(o.steps_per_turn, int) and o.steps_per_turn >= 1, "task.bfcl_multi_turn.steps_per_turn",
+                o.steps_per_turn, "an integer >= 1 (BFCL's loop: 20)")
         require(o.max_user_turns is None or o.max_user_turns >= 1, "task.bfcl_multi_turn.max_user_turns",
                 o.max_user_turns, "an integer >= 1 or null (= magrpo.num_turns)")
         require(o.max_turn_calls is None or o.max_turn_calls >= 1, "task.bfcl_multi_turn.max_turn_calls",
@@ -226,7 +183,7 @@ class BfclMultiTurnTask(Task):
         args = self.cfg.max_call_args
 
         def short(text: str) -> bool:
-            calls = _gold_calls(text)
+            calls = gold_calls(text)
             return len(calls) == 1 and len(calls[0].args) <= int(args)  # type: ignore[arg-type]
 
         return ((limit is None or self.cfg.cut_longer or len(problem.turns) <= int(limit))
@@ -257,7 +214,7 @@ class BfclMultiTurnTask(Task):
                                    "arguments a call")
             size = (int(dataset_cfg.eval_size) * (i + 1) // len(categories)
                     - int(dataset_cfg.eval_size) * i // len(categories))
-            tr, ev = split_problems(problems, size, int(dataset_cfg.seed))  # type: ignore[arg-type]
+            tr, ev = split_problems(problems, size, int(dataset_cfg.seed), answer_groups(problems))  # type: ignore[arg-type]
             train += tr  # type: ignore[arg-type]
             evals += ev  # type: ignore[arg-type]
         if self.cfg.examples:
@@ -305,9 +262,12 @@ class BfclMultiTurnTask(Task):
 
     def observation(self, problem: BfclProblem, state: TurnState) -> str:
         """The user message after a joint action: its results as BFCL shows tool results to prompting models
-        (a repr of the tool messages), then the next user turn (the same one again after a timeout)."""
+        (a repr of the tool messages); then, where the user turn is finished, the next user turn (the same
+        one again after a timeout)."""
         results = tool_results(state, self.role_names)
         parts = [repr(results)] if results else []
+        if state.continues_turn:
+            return "\n\n".join(parts)
         if state.answered < len(problem.turns):
             parts.append("\n\n".join(m["content"] for m in problem.turns[state.answered]))
         else:
@@ -346,73 +306,84 @@ class BfclMultiTurnTask(Task):
 
     def score_turns(self, turns: Sequence[JointTurn]) -> list[tuple[BfclTurnReward, TurnState]]:
         """(reward, state after) per joint action, each stepped from its node's state in the scoring process
-        (one batch for all of them)."""
+        (one batch for all of them). Each reply is decoded by BFCL's own `decode_execute`: what runs and what
+        the checker judges; the lenient decoder feeds only the shaping terms."""
         out: list[Any] = [None] * len(turns)
         jobs = []
         for k, t in enumerate(turns):
             p: BfclProblem = t.problem
             state = t.state if isinstance(t.state, TurnState) else self.initial_state(p)
-            decoded = [decode(text) for text in t.texts]
             if state.answered >= len(p.turns):
                 out[k] = (self._after_end(state), state)
                 continue
+            replies = [official.decode_execute(text) for text in t.texts]
+            lenient = [decode(text) for text in t.texts]
+            calls = tuple(tuple(Call(name, dict(args)) for item in r.calls for name, args in item.items())
+                          for r in replies)
             names = frozenset(f["name"] for f in p.functions)
-            req = StepRequest(p.entry, state.instances, names, tuple(d.calls for d in decoded), state.steps,
-                              tuple(tuple(g) for g in p.gold[: state.answered + 1]))
-            jobs.append((k, p, state, decoded, req))
+            req = StepRequest(p.entry, state.instances, names, calls, state.steps,
+                              tuple(tuple(g) for g in p.gold[: state.answered + 1]), state.continues_turn)
+            jobs.append((k, p, state, replies, lenient, req))
         results = self.scorer.run(run_step, [job[-1] for job in jobs]) if jobs else []
-        for (k, p, state, decoded, req), res in zip(jobs, results, strict=True):
-            errors = [d.error if not d.ok else "" for d in decoded]
+        for (k, p, state, replies, lenient, req), res in zip(jobs, results, strict=True):
+            errors = [r.error for r in replies]
             if isinstance(res, Failed):
                 why = TIMED_OUT if res.reason == "timeout" else f"scoring failed ({res.reason})"
                 new = unchanged(state, req.calls, errors, why)
-                out[k] = (self._failed(new, decoded, why), new)
+                out[k] = (self._failed(new, replies, lenient, why), new)
             else:
-                new = advanced(state, res, errors)
-                out[k] = (self._reward(p, new, res, decoded), new)
+                new = advanced(state, res, errors, int(self.cfg.steps_per_turn))
+                out[k] = (self._reward(p, state.answered, new, res, replies, lenient), new)
         return out
 
-    def _components(self, decoded: Sequence[Any], user_turn: int) -> dict[str, float]:
-        return {"checker": 0.0, "format": 0.0, "calls_matched": 0.0, "errors_share": 0.0,
-                "decoded": float(any(d.calls for d in decoded)),
-                "exact_format": float(bool(decoded) and all(d.exact for d in decoded)), "calls": 0.0,
+    def _components(self, replies: Sequence[official.Step], lenient: Sequence[Any], user_turn: int) -> dict[str, float]:
+        return {"checker": 0.0, "format": 0.0, "lenient": 0.0, "calls_matched": 0.0, "errors_share": 0.0,
+                "decoded": float(any(r.called for r in replies)),
+                "decoded_lenient": float(any(d.calls for d in lenient)),
+                "refused": float(any(r.refused for r in replies)), "calls": 0.0,
                 "call_errors": 0.0, "user_turn": float(user_turn), "timed_out": 0.0, "after_end": 0.0}
 
-    def _reward(self, p: BfclProblem, st: TurnState, res: StepOutcome, decoded: Sequence[Any]) -> BfclTurnReward:
-        comps = self._components(decoded, st.answered)
+    def _reward(self, p: BfclProblem, turn: int, st: TurnState, res: StepOutcome, replies: Sequence[official.Step],
+                lenient: Sequence[Any]) -> BfclTurnReward:
+        """The reward of a reply to user turn `turn` (0-based) that left `st`."""
+        comps = self._components(replies, lenient, turn + 1)
         calls = [c for agent in res.results for c in agent]
         errors = sum(failed for _, _, failed in calls)
         comps.update(checker=float(res.verdict.valid), calls=float(len(calls)), call_errors=float(errors),
                      errors_share=errors / len(calls) if calls else 0.0)
-        comps["format"] = self.format_reward * float(comps["decoded"] and bool(p.gold[st.answered - 1]))
-        comps["calls_matched"] = call_match(p.gold[st.answered - 1], [c for d in decoded for c in d.calls])
-        total = (comps["checker"] + comps["format"] + self.call_reward * comps["calls_matched"]
+        comps["format"] = self.format_reward * float(comps["decoded"] and bool(p.gold[turn]))
+        comps["lenient"] = self.lenient_reward * comps["decoded_lenient"]
+        comps["calls_matched"] = call_match(p.gold[turn], [c for d in lenient for c in d.calls])
+        total = (comps["checker"] + comps["format"] + comps["lenient"] + self.call_reward * comps["calls_matched"]
                  - self.error_penalty * comps["errors_share"])
-        notes = [f"state {st.key} after user turn {st.answered}"]
+        where = f"reply {st.in_turn} of user turn {turn + 1}" if st.continues_turn else f"user turn {turn + 1}"
+        notes = [f"state {st.key} after {where}"]
         if not res.verdict.valid:
             notes += [f"{res.verdict.error_type}: {e}"[:300] for e in res.verdict.errors[:2]]
         return BfclTurnReward(round(total, 6), comps, res.verdict, res.verdict.valid,
-                              tuple(_lines(pairs) for pairs in st.last), tuple(notes))
+                              tuple(lines(pairs) for pairs in st.last), tuple(notes))
 
-    def _failed(self, st: TurnState, decoded: Sequence[Any], why: str) -> BfclTurnReward:
-        comps = self._components(decoded, st.answered + 1)
+    def _failed(self, st: TurnState, replies: Sequence[official.Step], lenient: Sequence[Any],
+                why: str) -> BfclTurnReward:
+        comps = self._components(replies, lenient, st.answered + 1)
         calls = sum(len(pairs) for pairs in st.last)
         comps.update(calls=float(calls), call_errors=float(calls), errors_share=1.0, timed_out=float(why == TIMED_OUT))
         verdict = Verdict(False, "multi_turn:execution_timed_out" if why == TIMED_OUT else "multi_turn:scoring_failed",
                           (why,))
-        return BfclTurnReward(-self.error_penalty, comps, verdict, False, tuple(_lines(pairs) for pairs in st.last),
+        return BfclTurnReward(-self.error_penalty, comps, verdict, False, tuple(lines(pairs) for pairs in st.last),
                               (f"state {st.key} unchanged: {why}",))
 
     def _after_end(self, st: TurnState) -> BfclTurnReward:
-        comps = self._components((), st.answered + 1)
-        comps.update(after_end=1.0, exact_format=0.0)
+        comps = self._components((), (), st.answered + 1)
+        comps.update(after_end=1.0)
         passed = bool(st.verdict and st.verdict.valid)
         return BfclTurnReward(0.0, comps, st.verdict, passed, (), (f"state {st.key}: every user turn answered",))
 
     # -- reporting -----------------------------------------------------------------------------------------
 
     def outcome_counts(self, reward: BfclTurnReward) -> dict[str, float]:
-        return {"decoded": reward.components["decoded"], "turn_passed": float(reward.passed)}
+        return {"decoded": reward.components["decoded"], "decoded_lenient": reward.components["decoded_lenient"],
+                "turn_passed": float(reward.passed)}
 
     def problem_id(self, problem: BfclProblem) -> str:
         return problem.task_id

@@ -1,30 +1,39 @@
-"""The reward of one joint action on a single-turn BFCL entry: BFCL's own verdict on the team's calls,
+"""The reward of one joint action on a single-turn BFCL entry: BFCL's own verdict on the team's replies,
 plus small shaping terms, each logged as a component.
 
-    total = checker                       1 when BFCL's checker accepts the union of the agents' calls
-          + format_reward  x decoded      some call decoded (relevance categories: the verdict alone)
-          + count_reward   x count_match  as many distinct calls as the gold has
-          + schema_reward  x schema       how well the calls fit the documents: per call, the share of its
-                                          function's required parameters given, times the share of its
-                                          arguments the document names (0 for an undocumented function)
-          + argument_reward x arguments   per gold call, the share of its parameters whose value BFCL's own
-                                          checker accepts when judged alone (the gold call's parameter
-                                          against the same-named call's argument; an optional one left
-                                          out counts), averaged over the gold calls
-          - duplicate_penalty x duplicates  calls written twice (by one agent or by two), per gold call
-          - lazy_penalty   x lazy_agents  agents (of N >= 2) that wrote no call, when the gold has a call per agent
+    total = checker                         1 when BFCL's pipeline accepts the team's replies (its decoder on
+                                            every reply, its format check, then `ast_checker`; the relevance
+                                            rule for the relevance categories): comlrl/tasks/bfcl/official.py
+          + format_reward  x decoded        BFCL's decoder read every reply and found a call (not on relevance)
+          + lenient_reward x decoded_lenient  the project's lenient decoder (calls.py) found a call in some reply
+          + count_reward   x count_match    as many calls as the gold has
+          + schema_reward  x schema         how well the calls fit the documents: per call, the share of its
+                                            function's required parameters given, times the share of its
+                                            arguments the document names (0 for an undocumented function)
+          + argument_reward x arguments     per gold call, the share of its parameters whose value BFCL's own
+                                            checker accepts when judged alone (the gold call's parameter
+                                            against the same-named call's argument; an optional one left
+                                            out counts), averaged over the gold calls
+          - duplicate_penalty x duplicates  calls written more often than the gold writes them, per gold call
+          - lazy_penalty   x lazy_agents    agents (of N >= 2) that wrote no call, when the gold has a call per agent
 
-The union is each agent's decoded calls in agent order with exact repeats dropped, so two agents that
-split a parallel entry's calls pass when together they wrote the gold set (the reference library's
-native-parallel task); the pass (pass@1, the evaluations' accuracy) is the checker's verdict alone.
+The team's answer is each agent's reply decoded by BFCL, concatenated in agent order, repeats kept (BFCL
+judges a call written twice as two calls): with N >= 2 agents split a parallel entry's calls (the reference
+library's native-parallel task) and pass when together they wrote the gold list; a reply BFCL cannot decode
+fails the team (`ast_decoder:decoder_failed`), as it would fail one model. The shaping terms read the
+lenient decoder's calls, so a reply with prose around a right call still learns its arguments; the pass
+(pass@1, every evaluation's accuracy) is BFCL's verdict alone.
 """
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from comlrl.tasks.bfcl.calls import Call, Decoded, checker_output, decode
+from comlrl.tasks.bfcl import official
+from comlrl.tasks.bfcl.calls import Call, checker_output, decode
 from comlrl.tasks.bfcl.checker import Verdict, ast_verdict, relevance_verdict
 from comlrl.tasks.bfcl.data import RELEVANCE_CATEGORIES, BfclProblem
 
@@ -39,21 +48,23 @@ class ShapingWeights:
     argument_reward: float = 0.4
     duplicate_penalty: float = 0.1
     lazy_penalty: float = 0.1
+    lenient_reward: float = 0.0
 
     @property
     def reward_range(self) -> tuple[float, float]:
         return (-(self.duplicate_penalty * 4 + self.lazy_penalty),
-                1.0 + self.format_reward + self.count_reward + self.schema_reward + self.argument_reward)
+                1.0 + self.format_reward + self.lenient_reward + self.count_reward + self.schema_reward
+                + self.argument_reward)
 
 
 @dataclass(frozen=True)
 class BfclReward:
-    """One joint action's reward (the `Reward` contract), with the checker's verdict and the calls."""
+    """One joint action's reward (the `Reward` contract), with BFCL's verdict and the calls it judged."""
 
     total: float
     components: dict[str, float]
     verdict: Verdict
-    calls: tuple[str, ...]  # the union handed to the checker, as canonical call text
+    calls: tuple[str, ...]  # the team's calls as BFCL decoded them, as call text (empty: nothing decoded)
     texts: tuple[str, ...] = ()  # per agent, what it wrote
     notes: tuple[str, ...] = field(default_factory=tuple)
 
@@ -66,19 +77,17 @@ class BfclReward:
         return self.texts
 
 
-def union(per_agent: Sequence[Sequence[Call]]) -> tuple[tuple[Call, ...], int]:
-    """The team's calls in agent order without exact repeats, and how many repeats were dropped."""
-    seen: set[str] = set()
-    out, repeats = [], 0
-    for calls in per_agent:
-        for call in calls:
-            key = call.text()
-            if key in seen:
-                repeats += 1
-                continue
-            seen.add(key)
-            out.append(call)
-    return tuple(out), repeats
+def team_calls(per_agent: Sequence[Sequence[Call]]) -> tuple[Call, ...]:
+    """The team's calls in agent order, repeats kept."""
+    return tuple(call for calls in per_agent for call in calls)
+
+
+def excess_repeats(calls: Sequence[Call], problem: BfclProblem) -> int:
+    """Calls written more often than the gold writes the same call (a gold that calls `f(x=1)` twice may)."""
+    made = Counter(c.text() for c in calls)
+    gold = problem.gold if isinstance(problem.gold, list) else []
+    allowed = max(Counter(json.dumps(g, sort_keys=True, default=str) for g in gold).values(), default=1)
+    return sum(max(0, n - allowed) for n in made.values())
 
 
 def gold_calls(problem: BfclProblem) -> int:
@@ -141,40 +150,52 @@ def argument_credit(problem: BfclProblem, calls: Sequence[Call]) -> float:
     return sum(credits) / len(credits)
 
 
-def verdict_of(problem: BfclProblem, calls: tuple[Call, ...], decoded: Sequence[Decoded]) -> Verdict:
-    """BFCL's verdict on the team's calls: the relevance rule or the AST checker."""
+def verdict_of(problem: BfclProblem, replies: Sequence[official.Official]) -> Verdict:
+    """BFCL's verdict on the team's replies as its eval runner gives it: the relevance rule (some reply
+    holds a call), or every reply decoded, the format check and the AST checker on their calls together."""
     if problem.category in RELEVANCE_CATEGORIES:
-        return relevance_verdict(checker_output(calls) if any(d.ok for d in decoded) else None, problem.category)
-    if not any(d.ok for d in decoded):
-        return Verdict(False, "ast_decoder:decoder_failed", tuple(d.error for d in decoded))
-    language = problem.category.rsplit("_", 1)[-1] if problem.category.startswith("simple_j") else "python"
-    return ast_verdict(list(problem.checker_functions), checker_output(calls, language), problem.gold,
-                       problem.category)
+        return relevance_verdict(any(r.called for r in replies), problem.category)
+    failed = [r.error for r in replies if not r.ok]
+    if failed:
+        return Verdict(False, "ast_decoder:decoder_failed", tuple(failed))
+    decoded = [call for r in replies for call in r.calls or []]
+    return ast_verdict(list(problem.checker_functions), decoded, problem.gold, problem.category)
 
 
 def score(problem: BfclProblem, texts: Sequence[str], weights: ShapingWeights) -> BfclReward:
-    """The reward of one joint action: every agent's reply decoded, the union judged by BFCL's checker."""
-    decoded = [decode(t) for t in texts]
-    calls, repeats = union([d.calls for d in decoded])
-    verdict = verdict_of(problem, calls, decoded)
+    """The reward of one joint action: every agent's reply decoded by BFCL and judged by its checker; the
+    shaping terms on the lenient decoder's calls."""
+    replies = [official.decode_ast(t, problem.category) for t in texts]
+    verdict = verdict_of(problem, replies)
+    lenient = [decode(t) for t in texts]
+    calls = team_calls([d.calls for d in lenient])
     want = gold_calls(problem)
     is_relevance = problem.category in RELEVANCE_CATEGORIES
-    made = any(d.calls for d in decoded)
-    lazy = sum(1 for d in decoded if not d.calls) if len(texts) > 1 and want >= len(texts) else 0
+    lazy = sum(1 for d in lenient if not d.calls) if len(texts) > 1 and want >= len(texts) else 0
     parts = {
         "checker": float(verdict.valid),
-        "decoded": float(made and not is_relevance),
+        "decoded": float(not is_relevance and all(r.ok for r in replies) and any(r.called for r in replies)),
+        "decoded_lenient": float(any(d.calls for d in lenient)),
+        "refused": float(any(r.refused for r in replies)),
         "count_match": float(len(calls) == want and not is_relevance),
         "schema": 0.0 if is_relevance else schema_fit(calls, problem.checker_functions),
         "arguments": argument_credit(problem, calls),
-        "duplicates": repeats / max(1, want),
+        "duplicates": excess_repeats(calls, problem) / max(1, want),
         "lazy_agents": float(lazy),
-        "exact_format": float(all(d.exact for d in decoded)),
         "calls": float(len(calls)),
     }
-    total = (parts["checker"] + weights.format_reward * parts["decoded"] + weights.count_reward * parts["count_match"]
+    total = (parts["checker"] + weights.format_reward * parts["decoded"]
+             + weights.lenient_reward * parts["decoded_lenient"] + weights.count_reward * parts["count_match"]
              + weights.schema_reward * parts["schema"] + weights.argument_reward * parts["arguments"]
              - weights.duplicate_penalty * min(parts["duplicates"], 4.0) - weights.lazy_penalty * lazy / len(texts))
     notes = verdict.errors[:2] if not verdict.valid else ()
-    return BfclReward(round(total, 6), parts, verdict, tuple(c.text() for c in calls), tuple(texts),
+    judged = tuple(_text(call) for r in replies for call in r.calls or [])
+    return BfclReward(round(total, 6), parts, verdict, judged, tuple(texts),
                       tuple(f"{verdict.error_type}: {n}"[:300] for n in notes))
+
+
+def _text(call: dict) -> str:
+    """A decoded call `{name: {param: value}}` as call text, for traces."""
+    (name, args), = call.items() if isinstance(call, dict) and len(call) == 1 else (("?", {}),)
+    items = args.items() if isinstance(args, dict) else ()
+    return f"{name}({', '.join(f'{k}={v!r}' for k, v in items)})"

@@ -23,6 +23,7 @@ from comlrl.tasks.bfcl.data import (
     RELEVANCE_CATEGORIES,
     SINGLE_TURN_CATEGORIES,
     BfclProblem,
+    answer_groups,
     gold_answer,
     load_category,
 )
@@ -40,7 +41,8 @@ class BfclTaskConfig:
     docs: str = "compact"  # compact: one-line signatures in the reply's syntax | json: BFCL's own documents
     examples: int = 1  # solved training entries of the same category shown before the question (0 = none)
     name_prefix: bool = True  # the reply starts with the function's name where the entry offers only one
-    format_reward: float = 0.1  # some call decoded
+    format_reward: float = 0.1  # BFCL's decoder read every reply and found a call
+    lenient_reward: float = 0.0  # the project's lenient decoder found a call (shaping only; never accuracy)
     count_reward: float = 0.1  # as many distinct calls as the gold
     schema_reward: float = 0.1  # the calls fit the documents (required parameters given, no undocumented ones)
     argument_reward: float = 0.4  # the share of gold parameters whose value BFCL's checker accepts judged alone
@@ -64,7 +66,7 @@ class BfclTask(Task):
     needs_sandbox = False  # replies are decoded as literals and judged by BFCL's checker: no model code runs
     num_agents = 1
     role_names = ["caller"]
-    outcome_names = ("decoded", "exact_format")
+    outcome_names = ("decoded", "decoded_lenient")
     options_type = BfclTaskConfig  # task.bfcl.*
     centralizable = True  # the agents' calls only meet in the checker
 
@@ -73,7 +75,8 @@ class BfclTask(Task):
         self.role_names = list(self.cfg.roles)
         self.num_agents = len(self.role_names)
         self.weights = ShapingWeights(self.cfg.format_reward, self.cfg.count_reward, self.cfg.schema_reward,
-                                      self.cfg.argument_reward, self.cfg.duplicate_penalty, self.cfg.lazy_penalty)
+                                      self.cfg.argument_reward, self.cfg.duplicate_penalty, self.cfg.lazy_penalty,
+                                      self.cfg.lenient_reward)
         self.reward_range = self.weights.reward_range
         self.examples: dict[str, list[BfclProblem]] = {}  # per category, its worked examples (set by `load`)
 
@@ -93,7 +96,8 @@ class BfclTask(Task):
                               "expected an integer >= 0")
         check_roles_and_weights("task.bfcl", o.roles, {"format_reward": o.format_reward, "count_reward": o.count_reward,
                                              "schema_reward": o.schema_reward, "argument_reward": o.argument_reward,
-                                             "duplicate_penalty": o.duplicate_penalty, "lazy_penalty": o.lazy_penalty})
+                                             "duplicate_penalty": o.duplicate_penalty, "lazy_penalty": o.lazy_penalty,
+                                             "lenient_reward": o.lenient_reward})
 
     @classmethod
     def agents_for(cls, task_cfg: TaskConfig) -> int:
@@ -109,7 +113,8 @@ class BfclTask(Task):
 
     def load(self, dataset_cfg: DatasetConfig) -> tuple[list[BfclProblem], list[BfclProblem]]:
         """The chosen categories' entries; dataset.eval_size / max_problems / seed split them (name/path unused).
-        Each category is split on its own, so the held-out set holds every category in proportion."""
+        Each category is split on its own, so the held-out set holds every category in proportion, and by
+        answer groups: entries with the same question or the same gold land on the same side."""
         train: list[BfclProblem] = []
         evals: list[BfclProblem] = []
         categories = list(dict.fromkeys(self.cfg.categories))
@@ -117,7 +122,7 @@ class BfclTask(Task):
             problems = load_category(category)
             size = (int(dataset_cfg.eval_size) * (i + 1) // len(categories)
                     - int(dataset_cfg.eval_size) * i // len(categories))
-            tr, ev = split_problems(problems, size, int(dataset_cfg.seed))  # type: ignore[arg-type]
+            tr, ev = split_problems(problems, size, int(dataset_cfg.seed), answer_groups(problems))  # type: ignore[arg-type]
             self.examples[category] = self._solved(tr, self.cfg.examples + 1)  # type: ignore[arg-type]
             train += tr  # type: ignore[arg-type]
             evals += ev  # type: ignore[arg-type]
@@ -163,7 +168,7 @@ class BfclTask(Task):
         return [score(problem, texts, self.weights) for problem, texts in items]
 
     def outcome_counts(self, reward: BfclReward) -> dict[str, float]:
-        return {"decoded": reward.components["decoded"], "exact_format": reward.components["exact_format"]}
+        return {"decoded": reward.components["decoded"], "decoded_lenient": reward.components["decoded_lenient"]}
 
     def problem_id(self, problem: BfclProblem) -> str:
         return problem.task_id

@@ -79,14 +79,18 @@ def test_a_parallel_entry_split_between_two_agents_passes_when_the_union_is_righ
     assert both.components["schema"] == 1.0  # both calls give spotify.play's required parameters, nothing else
     assert both.components["arguments"] == 1.0
     assert both.total == pytest.approx(1 + W.format_reward + W.count_reward + W.schema_reward + W.argument_reward)
-    # the same call twice: the union drops the repeat (so the checker sees one call) and the reward says so
+    # the same call twice: both reach the checker (repeats are kept, as BFCL judges one reply holding both),
+    # which finds no match for the second gold call; the reward's duplicate term says so too
     twice = score(p, [a, a], W)
     assert not twice.all_passed and twice.components["duplicates"] == 0.5
-    assert twice.verdict.error_type == "parallel_function_checker_no_order:wrong_count"
-    # one agent does it all, the other writes nothing: a pass, with the lazy-agent penalty
-    lazy = score(p, [a[:-1] + ", " + b[1:], "I agree."], W)
+    assert twice.verdict.error_type == "parallel_function_checker_no_order:cannot_find_match"
+    # one agent does it all, the other writes an empty call list: a pass, with the lazy-agent penalty
+    lazy = score(p, [a[:-1] + ", " + b[1:], "[]"], W)
     assert lazy.all_passed and lazy.components["lazy_agents"] == 1
     assert lazy.total == pytest.approx(both.total - W.lazy_penalty / 2)
+    # a teammate's prose is a reply BFCL cannot decode: the team's answer fails, as one model's would
+    prose = score(p, [a[:-1] + ", " + b[1:], "I agree."], W)
+    assert not prose.all_passed and prose.verdict.error_type == "ast_decoder:decoder_failed"
 
 
 def test_bad_model_output_is_a_failed_verdict_never_an_exception(entries) -> None:

@@ -24,8 +24,8 @@ from comlrl.tasks.bfcl import BfclMultiTurnConfig, BfclMultiTurnTask  # noqa: E4
 from comlrl.tasks.bfcl.calls import decode  # noqa: E402
 from comlrl.tasks.bfcl.data import load_category  # noqa: E402
 from comlrl.tasks.bfcl.environment import TurnState  # noqa: E402
-from comlrl.tasks.bfcl.multi_turn import call_match  # noqa: E402
 from comlrl.tasks.bfcl.scorer import Failed, Scorer  # noqa: E402
+from comlrl.tasks.bfcl.turn_reward import call_match  # noqa: E402
 from comlrl.tasks.datasets import DatasetConfig  # noqa: E402
 from comlrl.tree.contracts import JointTurn, TaskConfig  # noqa: E402
 from comlrl.tree.rollout import Rollout, TreeShape  # noqa: E402
@@ -40,7 +40,8 @@ def problems():
 
 @pytest.fixture(scope="module")
 def task():
-    t = BfclMultiTurnTask()
+    """One reply per user turn (`steps_per_turn=1`): the tests of the environment turn by turn."""
+    t = BfclMultiTurnTask(BfclMultiTurnConfig(steps_per_turn=1))
     yield t
     t.close()
 
@@ -66,6 +67,8 @@ def test_registered_and_options_checked():
                      (BfclMultiTurnConfig(max_turn_calls=0), "max_turn_calls"),
                      (BfclMultiTurnConfig(max_call_args=-1), "max_call_args"),
                      (BfclMultiTurnConfig(call_reward=-0.1), "call_reward"),
+                     (BfclMultiTurnConfig(steps_per_turn=0), "steps_per_turn"),
+                     (BfclMultiTurnConfig(lenient_reward=-1), "lenient_reward"),
                      (BfclMultiTurnConfig(roles=["a", "a"]), "roles"),
                      (BfclMultiTurnConfig(error_penalty=-1), "error")):
         with pytest.raises(ConfigError, match=rf"^config error: task\.bfcl_multi_turn\.{key}"):
@@ -118,6 +121,58 @@ def test_siblings_diverge_and_children_continue_from_their_parent(task, problems
     assert ra2.total > rb2.total and len(a2.steps) == 2
 
 
+def test_the_default_steps_per_turn_is_bfcls_step_limit():
+    from bfcl_eval.constants.default_prompts import MAXIMUM_STEP_LIMIT
+
+    assert BfclMultiTurnConfig().steps_per_turn == MAXIMUM_STEP_LIMIT == 20
+
+
+def test_a_user_turn_of_two_replies_runs_the_second_on_the_state_the_first_left(problems):
+    p = problems["multi_turn_base_1"]  # GorillaFileSystem only
+    t = BfclMultiTurnTask(BfclMultiTurnConfig(steps_per_turn=3))
+    try:
+        root = t.initial_state(p)
+        r1, s1 = step(t, p, root, "[mkdir(dir_name='a')]")
+        assert s1.continues_turn and s1.answered == 0 and s1.in_turn == 1
+        assert "a" in fs(s1)._current_dir.contents
+        shown = t.observation(p, s1)  # the results only: the same user turn goes on, no new request
+        assert "mkdir(dir_name='a')" in shown and p.turns[1][0]["content"] not in shown
+        r2, s2 = step(t, p, s1, "[cd(folder='a')]")  # runs in the directory the first reply made
+        assert s2.last == ((("cd(folder='a')", '{"current_working_directory": "a"}'),),)
+        assert s2.continues_turn and s2.in_turn == 2
+        assert s2.steps == (((("mkdir(dir_name='a')",), ("cd(folder='a')",))),)  # one user turn, two steps
+        r3, s3 = step(t, p, s2, "[]")  # no call: the user turn ends, as in BFCL's loop
+        assert not s3.continues_turn and s3.answered == 1 and s3.steps == s2.steps
+        assert p.turns[1][0]["content"] in t.observation(p, s3)
+        # the limit ends a turn whose replies keep calling
+        capped = BfclMultiTurnTask(BfclMultiTurnConfig(steps_per_turn=2))
+        try:
+            _, c1 = step(capped, p, capped.initial_state(p), "[ls()]")
+            _, c2 = step(capped, p, c1, "[ls()]")
+            assert c1.continues_turn and not c2.continues_turn and c2.answered == 1
+        finally:
+            capped.close()
+    finally:
+        t.close()
+
+
+def test_the_checker_judges_a_turn_made_in_two_steps_as_bfcl_does(problems):
+    p = problems["multi_turn_base_2"]
+    gold = list(p.gold[0])
+    assert len(gold) >= 2
+    t = BfclMultiTurnTask(BfclMultiTurnConfig(steps_per_turn=5))
+    try:
+        state = t.initial_state(p)
+        for call in gold:  # the first user turn's gold, one call per reply
+            reward, state = step(t, p, state, f"[{call}]")
+            assert reward.components["call_errors"] == 0
+        assert reward.all_passed and state.continues_turn
+        reward, state = step(t, p, state, "Done.")  # prose: no call, the turn ends
+        assert reward.all_passed and state.answered == 1
+    finally:
+        t.close()
+
+
 class Scripted:
     """A rollout engine whose turn t answers every prompt with the t-th list of texts (one per sample)."""
 
@@ -127,7 +182,27 @@ class Scripted:
     def generate(self, requests, n, greedy=False):
         texts = self.turns.pop(0)
         self.prompts.append([msgs for _, msgs in requests])
-        return [[SimpleNamespace(text=texts[g], completion_ids=[0]) for g in range(n)] for _ in requests]
+        sizes = n if isinstance(n, list) else [n] * len(requests)
+        return [[SimpleNamespace(text=texts[g], completion_ids=[0]) for g in range(k)] for k in sizes]
+
+
+def test_the_tree_branches_only_at_a_user_turns_first_reply(problems):
+    p = problems["multi_turn_base_1"]
+    t = BfclMultiTurnTask(BfclMultiTurnConfig(steps_per_turn=3))
+    try:
+        # reply 1: two siblings that call; reply 2 continues each turn with one sample, then a third level
+        engine = Scripted([["[mkdir(dir_name='a')]", "[]"], ["[cd(folder='a')]", "[]"], ["[]", "[]"]])
+        [root] = Rollout(t, t.transition(None), engine, [p]).run(
+            TreeShape(num_agents=1, num_generations=2, num_turns=3, joint_mode="align", threshold=None), "t")
+        calls, stops = root.children[0], root.children[1]
+        assert calls.state.continues_turn and not stops.state.continues_turn
+        assert len(calls.joint) == 1 and len(stops.joint) == 2  # G=1 inside a turn, G=2 at a turn's first reply
+        assert calls.details[0].components["call_errors"] == 0
+        shown = calls.messages[0][-2]
+        assert shown["role"] == "user" and p.turns[1][0]["content"] not in shown["content"]
+        assert p.turns[1][0]["content"] in stops.messages[0][-2]["content"]
+    finally:
+        t.close()
 
 
 def test_a_rollout_keeps_each_paths_state_on_its_node(task, problems):
@@ -181,7 +256,7 @@ def test_bad_output_is_an_observation_and_a_low_reward(task, problems, reply, ob
 
 def test_a_runaway_call_times_out_and_the_next_request_works(problems):
     p = problems["multi_turn_base_15"]  # GorillaFileSystem + MathAPI
-    t = BfclMultiTurnTask(BfclMultiTurnConfig(step_timeout_s=1.0))
+    t = BfclMultiTurnTask(BfclMultiTurnConfig(step_timeout_s=1.0, steps_per_turn=1))
     try:
         root = t.initial_state(p)
         t0 = time.perf_counter()
