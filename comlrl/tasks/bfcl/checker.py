@@ -11,15 +11,18 @@ names as given, so that field is False for them. This module puts a one-field st
 installing the checker costs (this one, the smallest set of SDKs that imports the real table, the full
 declared set in its own venv) is measured in docs/results.md (issue 34).
 
-BFCL writes result folders under `BFCL_PROJECT_ROOT` when imported: pointed at a temporary folder here.
+BFCL writes result folders under `BFCL_PROJECT_ROOT` when imported: pointed at a temporary folder here,
+removed when the process exits (the scoring process inherits the same folder).
 """
 
 from __future__ import annotations
 
+import atexit
 import functools
 import itertools
 import os
 import re
+import shutil
 import sys
 import tempfile
 import types
@@ -49,7 +52,10 @@ class _ModelTable(dict):
 @functools.cache
 def bfcl() -> types.SimpleNamespace:
     """The BFCL modules the tasks use, imported once (a one-line ConfigError if the package is missing)."""
-    os.environ.setdefault("BFCL_PROJECT_ROOT", tempfile.mkdtemp(prefix="comlrl-bfcl-"))
+    if "BFCL_PROJECT_ROOT" not in os.environ:
+        root = tempfile.mkdtemp(prefix="comlrl-bfcl-")
+        os.environ["BFCL_PROJECT_ROOT"] = root
+        atexit.register(shutil.rmtree, root, ignore_errors=True)
     if "bfcl_eval.constants.model_config" not in sys.modules:
         table = types.ModuleType("bfcl_eval.constants.model_config")
         table.MODEL_CONFIG_MAPPING = _ModelTable()  # type: ignore[attr-defined]

@@ -145,3 +145,17 @@ def test_argument_credit_matches_each_gold_call_of_a_parallel_entry_once(entries
     assert score(p, [one_wrong], W).components["arguments"] == pytest.approx(0.75)
     twice = "[spotify.play(artist='Taylor Swift', duration=20)]"  # the second gold call finds no call left
     assert score(p, [twice], W).components["arguments"] == pytest.approx(0.5)
+
+
+def test_the_benchmarks_result_folder_is_removed_when_the_process_exits(tmp_path) -> None:
+    """BFCL makes result folders under BFCL_PROJECT_ROOT on import; the one made here goes with the process."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import os; from comlrl.tasks.bfcl.checker import bfcl; bfcl(); "
+            "root = os.environ['BFCL_PROJECT_ROOT']; assert os.path.isdir(os.path.join(root, 'result')); print(root)")
+    env = {k: v for k, v in os.environ.items() if k != "BFCL_PROJECT_ROOT"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    root = out.stdout.strip()
+    assert root and not os.path.exists(root)
