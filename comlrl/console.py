@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import warnings
 
 OUR_LOGGERS = ("comlrl", "sandbox", "feedback", "generate_traces")
@@ -68,6 +69,9 @@ def quiet_console(level: int = logging.INFO) -> None:
     logging.getLogger("vllm").setLevel(os.environ["VLLM_LOGGING_LEVEL"].upper())
     for category in (DeprecationWarning, FutureWarning, PendingDeprecationWarning):
         warnings.filterwarnings("ignore", category=category, module=LIBRARIES)
+    if "transformers" in sys.modules:  # imported before this call (a script's own model): its bars ("Writing
+        # model shards" at every save) read the environment at import, so they are turned off here too
+        sys.modules["transformers"].utils.logging.disable_progress_bar()
 
 
 def plural(n: int, word: str) -> str:

@@ -46,6 +46,17 @@ def raises(completions: list, **kwargs: Any) -> list[float]:
     raise KeyError("answer")
 
 
+_CALLS = {"raises_later": 0}
+
+
+def raises_later(completions: list, **kwargs: Any) -> list[float]:
+    """Scores its first two calls in a process, then raises (a run that fails after its first step)."""
+    _CALLS["raises_later"] += 1
+    if _CALLS["raises_later"] > 2:
+        raise KeyError("answer")
+    return [0.0] * len(completions)
+
+
 def too_short(completions: list, **kwargs: Any) -> list[float]:
     return [0.0] * (len(completions) - 1)
 

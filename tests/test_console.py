@@ -52,3 +52,13 @@ def test_info_and_warnings_of_our_loggers_come_from_rank_0_only(rank: str | None
         assert shown == ["rank failed"]
     else:
         assert shown == ["engine fell back", "weaker isolation", "resumed", "rank failed"]
+
+
+def test_transformers_bars_are_off_even_when_a_script_imported_it_first() -> None:
+    """A CoMLRL-style script imports transformers before the run quiets the console: its save bar ("Writing model
+    shards", twice a step in compatibility runs) reads the environment at import, so it is turned off directly."""
+    code = ("import transformers; from transformers.utils import logging as l; assert l.is_progress_bar_enabled(); "
+            "from comlrl.console import quiet_console; quiet_console(); print(l.is_progress_bar_enabled())")
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_DISABLE_PROGRESS_BARS"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.strip() == "False"

@@ -245,3 +245,27 @@ def test_the_final_weights_get_a_model_card_of_the_run(tmp_path) -> None:
     write_report(tmp_path, 1)
     card = (final / "README.md").read_text()
     assert "The run recorded no evaluation" in card and "| measure |" not in card and card != checkpoint_card
+
+
+def test_one_sample_is_said_in_the_singular() -> None:
+    from comlrl.run.report import category_lines
+
+    one = [dict(r, samples=1) for r in _records(0, "heldout", [0.0, 1.0], [0.0, 1.0], greedy=[0, 1])]
+    later = [dict(r, samples=1, step=2) for r in _records(2, "heldout", [1.0, 1.0], [1.0, 1.0], greedy=[1, 1])]
+    lines = summary_lines(one + later)
+    assert any("(2 problems, 1 sample each)" in x for x in lines) and not any("1 samples" in x for x in lines)
+    cats = [dict(r, category="simple_python") for r in one]
+    assert category_lines(cats) == ["held-out problems, simple_python: accuracy greedy 50.0% (1/2), sampled 50.0% "
+                                    "(1 sample each) of 2 entries"]
+
+
+def test_a_bfcl_evaluation_reports_bfcls_decoder_and_the_lenient_one_apart() -> None:
+    before = [dict(r, outcomes={"decoded": 0.5, "decoded_lenient": 0.75}) for r in
+              _records(0, "heldout", [0.0, 0.25], [0.1, 0.2], greedy=[0, 0])]
+    after = [dict(r, outcomes={"decoded": 1.0, "decoded_lenient": 1.0}) for r in
+             _records(3, "heldout", [0.5, 0.75], [1.0, 1.2], greedy=[1, 0])]
+    lines = summary_lines(before + after)
+    assert any(x.startswith("held-out problems, replies BFCL's own decoder reads as calls (sampled) (2 problems, "
+                            "4 samples each): 50.0% -> 100.0%") for x in lines)
+    assert any(x.startswith("held-out problems, replies the lenient decoder finds a call in (sampled; not accuracy)")
+               for x in lines)

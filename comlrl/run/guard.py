@@ -104,6 +104,16 @@ def stop_line(cfg: RunConfig, what: str = "interrupted") -> str:
             f"--resume {out} starts it again from step 0")
 
 
+def failure_note(cfg: RunConfig) -> str:
+    """For a run that failed on bad input (a reward function that raised at step 6): where it stopped and how
+    to go on, `stop_line`'s words, once a step or a checkpoint is on disk (then the same command is refused:
+    the folder holds a run); '' before that (what it wrote is taken back, the same command runs again)."""
+    out = Path(cfg.training.output_dir)
+    if launcher_rank() != 0 or not (last_step(out / "metrics.jsonl") or latest_checkpoint(out / "checkpoints")):
+        return ""
+    return stop_line(cfg, "stopped")
+
+
 class _Created:
     """What a fresh run creates in its output_dir, taken back if it fails before its first step."""
 

@@ -51,6 +51,8 @@ MEASURES = (
     Measure("greedy_pass", "greedy pass@1", True),
     Measure("outcome:passed_with_helper", "passed with the helper (sampled)", True),
     Measure("outcome:turn_passed", "turns the checker accepted (sampled)", True),  # bfcl_multi_turn
+    Measure("outcome:decoded", "replies BFCL's own decoder reads as calls (sampled)", True),  # bfcl tasks
+    Measure("outcome:decoded_lenient", "replies the lenient decoder finds a call in (sampled; not accuracy)", True),
 )
 SET_LABELS = {"probe": "trained-on problems (probe)", "heldout": "held-out problems"}
 
@@ -95,7 +97,7 @@ def paired_lines(before: Sequence[dict[str, Any]], after: Sequence[dict[str, Any
                 continue
             if m.field.startswith("outcome:") and d.before == d.after == 0:
                 continue  # a cooperation rate that never occurred says nothing
-            kind = f"{samples} samples each" if "sampled" in m.label and samples else "1 greedy chain each"
+            kind = f"{plural(samples, 'sample')} each" if "sampled" in m.label and samples else "1 greedy chain each"
             text = (f"{SET_LABELS[name]}, {m.label} ({plural(d.n, 'problem')}, {kind}): {_format(d, m.percent)}: "
                     f"{d.verdict}")
             lines.append((0 if d.verdict != "within noise" else 1, text))
@@ -125,7 +127,7 @@ def _category_pairs(name: str, before: dict[str, dict[str, Any]], after: dict[st
             d = record_difference(own, after, lambda r, f=m.field: _value(r, f), m.field, fixed=name == "probe")
             if d is None:
                 continue
-            kind = f"{samples} samples each" if "sampled" in m.label and samples else "1 greedy chain each"
+            kind = f"{plural(samples, 'sample')} each" if "sampled" in m.label and samples else "1 greedy chain each"
             text = (f"{SET_LABELS[name]}, {category}, {m.label} ({d.n} problems, {kind}): {_format(d, True)}: "
                     f"{d.verdict}")
             out.append((0 if d.verdict != "within noise" else 1, text))
@@ -146,7 +148,7 @@ def category_lines(records: Sequence[dict[str, Any]]) -> list[str]:
             sampled = [float(r["sampled_pass"]) for r in own if r.get("sampled_pass") is not None]
             if sampled:
                 k = max(int(r.get("samples") or 0) for r in own)
-                bits.append(f"sampled {100 * sum(sampled) / len(sampled):.1f}% ({k} samples each)")
+                bits.append(f"sampled {100 * sum(sampled) / len(sampled):.1f}% ({plural(k, 'sample')} each)")
             if bits:
                 lines.append(f"{SET_LABELS.get(name, name)}, {category}: accuracy {', '.join(bits)} "
                              f"of {len(own)} entries")

@@ -189,10 +189,14 @@ def _warn_if_nothing_trained(comp: Components, metrics: dict[str, float]) -> Non
         return
     comp.counters["warned_all_tied"] = 1.0
     if comp.accelerator.is_main_process:
-        log.warning("step %d trained on nothing: all %d advantage groups tied (every sibling got the same return, "
-                    "so no advantage); metrics.jsonl counts them per step in adv_groups_skipped; this is said once "
-                    "per run",
-                    int(metrics["step"]), int(metrics["adv_groups"]))
+        log.warning("%s", tied_warning(int(metrics["step"]), int(metrics["adv_groups"])))
+
+
+def tied_warning(step: int, groups: int) -> str:
+    """The once-per-run line for a step whose advantage groups all tied."""
+    which = "its one advantage group" if groups == 1 else f"all {groups} advantage groups"
+    return (f"step {step} trained on nothing: {which} tied (every sibling got the same return, so no advantage); "
+            "metrics.jsonl counts them per step in adv_groups_skipped; this is said once per run")
 
 
 def _progress_bar(total: int, start: int) -> Any:
@@ -244,8 +248,10 @@ def progress_numbers(metrics: dict[str, float], num_turns: int, headline: tuple[
                 "s_step": f"{metrics['step_seconds']:.0f}"}
     if "reward_mean" not in metrics:  # an offline DPO step: no rollout
         return {"loss": f"{metrics['loss']:.3f}", "s_step": f"{metrics['step_seconds']:.0f}"}
-    out = {"reward": f"{metrics['reward_mean']:.2f}",
-           "pass": f"{metrics.get(f'turn_{num_turns}/pass_rate', float('nan')):.2f}"}
+    out = {"reward": f"{metrics['reward_mean']:.2f}"}
+    reached = [t for t in range(num_turns, 0, -1) if f"turn_{t}/pass_rate" in metrics]
+    if reached:  # the deepest turn this step reached (every node may have stopped before the last)
+        out["pass"] = f"{metrics[f'turn_{reached[0]}/pass_rate']:.2f}"
     if headline is not None and headline[1] in metrics:
         out[headline[0]] = f"{metrics[headline[1]]:.2f}"
     if "reward_vs_start" in metrics:
@@ -377,10 +383,13 @@ def run(cfg: RunConfig, callbacks: Sequence[TrainerCallback] = ()) -> int:
         comp.engine.close()
     acc.wait_for_everyone()
     if acc.is_main_process:
-        print(f"done: {plural(finished, 'step')}; outputs in {out.resolve()} "
-              f"({', '.join(name for name in RUN_OUTPUTS if (out / name).exists())})")
-        for line in write_report(out, finished):
-            print(line)
+        # a stop while the report is written is acted on once it is (the one-line stop, exit 130/143): arriving
+        # inside a library's finalizer (the plots') it was "Exception ignored" and the run exited 0
+        with stops_held():
+            print(f"done: {plural(finished, 'step')}; outputs in {out.resolve()} "
+                  f"({', '.join(name for name in RUN_OUTPUTS if (out / name).exists())})")
+            for line in write_report(out, finished):
+                print(line)
     return 0
 
 

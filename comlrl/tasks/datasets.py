@@ -87,7 +87,7 @@ def check_json_lines(path: Path) -> None:
                 try:
                     json.loads(line.rstrip("\r\n"))
                 except json.JSONDecodeError as exc:
-                    raise DatasetError(f"{path}:{lineno}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+                    raise DatasetError(f"{path}:{lineno}: invalid JSON ({exc.msg}: column {exc.colno})") from None
 
 
 def _problem_from_record(record: Any, where: str) -> Problem:
@@ -123,7 +123,7 @@ def parse_jsonl_lines(lines: Iterable[str], source: str) -> list[Problem]:
         try:  # without its newline: a defect at the end of the line is reported there, not on "line 2"
             record = json.loads(line.rstrip("\r\n"))
         except json.JSONDecodeError as exc:
-            raise DatasetError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+            raise DatasetError(f"{where}: invalid JSON ({exc.msg}: column {exc.colno})") from None
         problem = _problem_from_record(record, where)
         if problem.task_id in seen:
             raise DatasetError(

@@ -69,7 +69,9 @@ def spec_of(fn: Callable[..., Any], taken: Collection[str] = ()) -> str:
     except ConfigError:
         pass
     base = f"{IN_PROCESS}:{_own_name(fn)}"
-    spec = next(s for s in (base, *(f"{base}_{k}" for k in range(2, len(taken) + 3))) if s not in taken)
+    names = {component_name(t) for t in taken}  # `f` and partial(f, ...) would both be `f`: the partial is `f_2`
+    spec = next(s for s in (base, *(f"{base}_{k}" for k in range(2, len(taken) + 3)))
+                if s not in taken and component_name(s) not in names)
     _HELD[spec] = fn
     return spec
 

@@ -61,6 +61,24 @@ def test_single_scores_right_above_wrong(sandbox) -> None:  # noqa: ANN001
     assert all(lo <= r.total <= hi for r in (r_right, r_wrong, r_prose))
 
 
+@pytest.mark.parametrize("reply", ["I do not know.", "", "asdf qwerty", "```python\n```"])
+def test_a_reply_without_the_code_asked_for_scores_zero(sandbox, reply) -> None:  # noqa: ANN001
+    """Levels are cumulative (the reference library's rule): syntax pays only for the functions the task asks
+    for, so prose, gibberish or an empty program earn nothing, alone or in a team."""
+    (single,) = CodeSingleTask(sandbox).score([(ADD, [reply])])
+    (team,) = CodeCollabTask(sandbox).score([(ADD, [reply, reply])])
+    assert single.total == 0.0 and single.components["syntax"] == 0.0
+    assert team.total == 0.0 and team.components["syntax"] == 0.0
+
+
+def test_syntax_pays_when_every_required_function_is_there(sandbox) -> None:  # noqa: ANN001
+    main_only = fenced("def add(a, b):\n    return a - b\n")
+    (no_helper,) = CodeCollabTask(sandbox).score([(ADD, ["no helper here", main_only])])
+    assert no_helper.components["syntax"] == 0.0 and no_helper.components["main_defined"] == 0.25
+    (both,) = CodeCollabTask(sandbox).score([(ADD, [fenced("def aux(x):\n    return x\n"), main_only])])
+    assert both.components["syntax"] == 0.5
+
+
 def test_collab_helper_used_scores_and_is_detected(sandbox) -> None:  # noqa: ANN001
     task = CodeCollabTask(sandbox)
     helper = fenced("def aux(s):\n    return [c for c in s.lower() if c in 'aeiou']\n")

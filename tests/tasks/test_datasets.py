@@ -202,6 +202,7 @@ def test_load_dataset_reads_the_dataset_section() -> None:
     ('{"task_id": "t", "prompt": "p"', 31, "Expecting ',' delimiter"),  # unclosed at the end of the line
     ('{"task_id": "t",}', 17, "Expecting property name enclosed in double quotes"),
     ('{"task_id" "t"}', 12, "Expecting ':' delimiter"),
+    ('{"task_id": "t', 13, "Unterminated string starting at"),  # read as "...starting at: column 13", once "at at"
 ])
 def test_jsonl_syntax_error_reports_the_column_json_reports(tmp_path: Path, line: str, column: int, msg: str) -> None:
     """The line's own column, as `json` gives it for the line alone (its newline once made it `line 2 column 1`)."""
@@ -212,7 +213,7 @@ def test_jsonl_syntax_error_reports_the_column_json_reports(tmp_path: Path, line
     assert (ref.value.colno, ref.value.msg) == (column, msg)
     with pytest.raises(DatasetError) as err:
         load_jsonl(path)
-    assert str(err.value) == f"{path}:2: invalid JSON ({msg} at column {column})"
+    assert str(err.value) == f"{path}:2: invalid JSON ({msg}: column {column})"
 
 
 def test_an_eval_path_holds_out_all_of_its_problems_and_trains_on_all_of_path(tmp_path: Path) -> None:

@@ -176,5 +176,5 @@ def test_a_malformed_jsonl_line_is_one_error_naming_file_and_line_from_one(tmp_p
     path.write_text(path.read_text() + '{"text": "broken", "code": \n')
     with pytest.raises(DatasetError) as err:
         load(path, *MBPP_FIELDS)
-    assert str(err.value) == f"{path}:3: invalid JSON (Expecting value at column 28)"
+    assert str(err.value) == f"{path}:3: invalid JSON (Expecting value: column 28)"
     assert "Failed to load JSON" not in capfd.readouterr().err  # the library was never asked

@@ -185,6 +185,20 @@ def test_lambdas_partials_and_callable_objects_get_a_name_in_this_process() -> N
     assert spec_of(reward_fns.length) == "reward_fns:length"  # importable by name: named so (resumable by the CLI)
 
 
+def test_a_function_and_its_partial_are_named_apart_as_two_lambdas_are() -> None:
+    import functools
+
+    from comlrl.tasks.reward_funcs import component_name, spec_of, validate_specs
+
+    specs: list[str] = []
+    for fn in (reward_fns.length, functools.partial(reward_fns.length, prompts=None),
+               functools.partial(reward_fns.length, prompts=[])):
+        specs.append(spec_of(fn, specs))
+    assert specs == ["reward_fns:length", "python:length_2", "python:length_3"]
+    assert [component_name(s) for s in specs] == ["length", "length_2", "length_3"]
+    validate_specs(specs, None)  # accepted: no two share a component name
+
+
 def test_a_python_name_from_another_process_says_to_pass_the_function_again() -> None:
     with pytest.raises(ConfigError) as err:
         load_config(None, ["task.name=code_single", "magrpo.num_agents=1", "task.reward_funcs=[python:gone_fn]"])
@@ -321,6 +335,30 @@ def test_a_raising_function_ends_the_run_with_one_line_and_exit_2(tmp_path: Path
     assert res.stderr.strip().splitlines()[-1] == ("error: task.reward_funcs: reward_fns:raises raised "
                                                    "KeyError: 'answer'")
     assert "Traceback" not in res.stderr
+
+
+@pytest.mark.slow
+def test_a_function_that_raises_mid_run_says_how_to_go_on(tmp_path: Path) -> None:
+    """Step 1 finished (its checkpoint written): the same command would be refused (the folder holds a run),
+    so the one line says where it stopped and how to resume, as an interrupted run's line does."""
+    import subprocess
+    import sys
+
+    from trainer.trainer_helpers import ROOT, TINY, env
+
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"Say {i}."}) + "\n" for i in range(4)))
+    run = tmp_path / "run"
+    args = [a for a in TINY if not a.startswith("task.reward_funcs=")]
+    res = subprocess.run([sys.executable, "scripts/train.py", *args, "task.name=text", "magrpo.num_agents=1",
+                          "dataset.name=hf", f"dataset.path={data}", "dataset.eval_size=0", "evaluation.probe_problems=0",
+                          "training.steps=4",
+                          "task.reward_funcs=[reward_fns:raises_later]", f"training.output_dir={run}"],
+                         cwd=ROOT, env=env(), capture_output=True, text=True, timeout=600)
+    assert res.returncode == 2, res.stderr[-3000:]
+    assert res.stderr.strip().splitlines()[-1] == (
+        "error: task.reward_funcs: reward_fns:raises_later raised KeyError: 'answer'; stopped during step 2; "
+        f"checkpoint step-1 is intact; resume with --resume {run}")
 
 
 def test_exports_call_the_text_tasks_agents_by_their_configured_roles(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pytest
 
 from comlrl.run.metrics import StepSums, TurnSums, turn_means, turn_sums
-from comlrl.run.trainer import evaluation_plan, evaluation_summary, progress_numbers
+from comlrl.run.trainer import evaluation_plan, evaluation_summary, progress_numbers, tied_warning
 from comlrl.tasks.base import Task
 from comlrl.tasks.code.collab import CodeCollabTask
 from comlrl.tree.nodes import Node
@@ -117,6 +117,10 @@ def test_progress_bar_shows_the_step_just_finished() -> None:
     assert "helper" not in progress_numbers(metrics, 2)  # a task without a headline outcome
     assert progress_numbers({**metrics, "eval/pass_at_1": 0.5}, 2)["eval"] == "0.500"
     assert progress_numbers({**metrics, "reward_vs_start": 0.25}, 2)["vs_start"] == "+0.25"
+    # every node stopped after turn 1 (early termination): the deepest turn reached, never nan
+    early = {**{k: v for k, v in metrics.items() if k != "turn_2/pass_rate"}, "turn_1/pass_rate": 0.75}
+    assert progress_numbers(early, 2)["pass"] == "0.75"
+    assert "pass" not in progress_numbers({"reward_mean": 0.0, "tokens_per_s": 1.0, "step_seconds": 1.0}, 2)
 
 
 def test_evaluation_lines_count_one_problem_and_one_chain_in_the_singular() -> None:
@@ -134,3 +138,8 @@ def test_evaluation_lines_count_one_problem_and_one_chain_in_the_singular() -> N
     assert summary == "held-out pass@1 greedy 0.000 of 1 problem; training probe sampled reward 0.500 of 1 problem"
     assert evaluation_summary({"eval/problems": 32, "eval/pass_at_1": 0.25, "eval/sampled/pass_at_1": 0.5}) == \
         "held-out pass@1 greedy 0.250, sampled 0.500 of 32 problems"
+
+
+def test_the_all_tied_line_counts_one_group_in_the_singular() -> None:
+    assert tied_warning(3, 1).startswith("step 3 trained on nothing: its one advantage group tied (")
+    assert tied_warning(1, 10).startswith("step 1 trained on nothing: all 10 advantage groups tied (")

@@ -62,3 +62,29 @@ def test_an_interrupted_writer_stops_the_trackers_it_started(tmp_path, monkeypat
     with pytest.raises(KeyboardInterrupt):
         trainer.run(cfg)
     assert not set(_tensorboard_threads()) - before
+
+
+class _StoppedInFinalizer:
+    """A library object whose finalizer runs when the stop arrives (matplotlib's, while the plots are drawn)."""
+
+    def __del__(self) -> None:
+        signal.raise_signal(signal.SIGTERM)
+
+
+def test_sigterm_while_the_report_is_written_is_the_one_line_stop_with_143(tmp_path, monkeypatch, tiny_model):
+    written = trainer.write_report
+
+    def report(out, finished):
+        _StoppedInFinalizer()  # dropped at once: its finalizer receives the signal
+        return written(out, finished)
+
+    monkeypatch.setattr(trainer, "write_report", report)
+    run = tmp_path / "run"
+    cfg = _config(run)
+    cfg.training.steps, cfg.dataset.eval_size, cfg.evaluation.probe_problems = 1, 0, 0
+    with pytest.raises(Interrupted) as stop:
+        guarded_run(cfg, trainer.run)
+    assert stop.value.status == 143
+    assert str(stop.value) == (f"terminated after step 1, writing the final outputs; checkpoint step-1 is intact; "
+                               f"resume with --resume {run}")
+    assert (run / "final").is_dir()

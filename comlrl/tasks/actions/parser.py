@@ -105,7 +105,7 @@ def _candidates(text: str) -> tuple[list[tuple[Any, str]], list[ActionError], st
     for start, end, value in json_objects(text):
         if isinstance(value, json.JSONDecodeError):
             if _looks_like_action(text[start:]):
-                errors.append(ActionError("malformed_json", f"invalid JSON action ({value.msg} at column "
+                errors.append(ActionError("malformed_json", f"invalid JSON action ({value.msg}: column "
                                           f"{value.pos - start + 1} of the object)",
                                           one_line(text[start:], EXCERPT_CHARS)))
                 pieces.append(text[last:start])

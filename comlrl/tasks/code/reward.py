@@ -4,7 +4,9 @@ Levels (weights in `WEIGHTS`, range from `reward_range`; see docs/rewards.md):
 
 1. structure   the entry point is a top-level ``def`` in the main agent's code (and, with 2 agents, the
                helper ``aux`` is a top-level ``def`` in the helper agent's code);
-2. syntax      every agent's code compiles and so does the combined program;
+2. syntax      every agent's code compiles and so does the combined program, credited only when level 1
+               holds (cumulative, as in the reference library: a reply without the functions it must
+               define, prose or an empty program, earns no syntax credit);
 3. tests       fraction of ALL test asserts passed (never the feedback slice). Runs only when level 2
                holds and the entry point exists; otherwise nothing executes, so unparsable code is cheap;
 4. cooperation (2 agents) the entry point calls the helper and uses its result, and is not a thin
@@ -236,7 +238,8 @@ def _plan(req: ScoreRequest) -> _Plan:
     if err is not None:
         plan.notes.append(f"combined program: SyntaxError at {err}")
         return plan
-    comp["syntax"] = w["syntax"]
+    if all(a.defined for a in analyses):  # levels are cumulative: syntax counts for the code the task asks for
+        comp["syntax"] = w["syntax"]
     if not main.defined:
         return plan
     plan.program = program

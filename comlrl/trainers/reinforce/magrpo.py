@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import islice
 from pathlib import Path
@@ -122,6 +123,7 @@ class MAGRPOTrainer:
             log.warning("%s", line)
         self.output_dir: Path | None = None
         self.result: TrainResult | None = None
+        self._scratch: weakref.finalize | None = None  # removes the temporary run folder (`_output_dir`)
 
     def _wandb_keys(self, wandb_config: Mapping[str, Any] | None) -> dict[str, Any]:
         if wandb_config is None:
@@ -151,11 +153,16 @@ class MAGRPOTrainer:
         return cfg
 
     def _output_dir(self, cfg: RunConfig, checkpoint_dir: str | Path | None) -> str:
+        """Where the run writes: `checkpoint_dir`, an output_dir given in `overrides`, or (as 1.4.3 writes
+        nothing without a checkpoint_dir) a temporary folder removed with the trainer or at exit, whatever
+        `train()` did; `save_model` reads the trained weights from it until then."""
         if checkpoint_dir is not None:
             return str(checkpoint_dir)
         if any(o.split("=", 1)[0].strip() == "training.output_dir" for o in self.overrides):
             return cfg.training.output_dir
-        return tempfile.mkdtemp(prefix="comlrl-magrpo-run-")
+        folder = tempfile.mkdtemp(prefix="comlrl-magrpo-run-")
+        self._scratch = weakref.finalize(self, shutil.rmtree, folder, True)
+        return folder
 
     def train(self, resume_from_checkpoint: str | Path | None = None, checkpoint_dir: str | Path | None = None,
               checkpoint_interval: int = 1, checkpoint_total_limit: int | None = None, **kwargs: Any) -> None:
@@ -185,6 +192,8 @@ class MAGRPOTrainer:
             cfg.training.output_dir = self._output_dir(cfg, checkpoint_dir)
         if checkpoint_dir is not None or resume:
             cfg.training.save_every = checkpoint_interval * len(self.train_items)
+        elif self._scratch is not None:  # no checkpoint asked for: one at the end (the run's own), in the scratch
+            cfg.training.save_every, cfg.training.save_total_limit = 0, 1
         self.output_dir = Path(cfg.training.output_dir)
         log.info("MAGRPOTrainer: training in %s", self.output_dir)
         rows = None if resume else task_rows(self.train_items, self.eval_items)
