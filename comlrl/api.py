@@ -162,6 +162,9 @@ def _train(cfg: RunConfig, datasets: Mapping[str, Any], callbacks: Sequence[Any]
     validate(cfg)
     check_runnable(cfg)
     check_output_dir(cfg)  # before writing: an earlier run's files are never touched unasked
+    from comlrl.run.guard import check_resume
+
+    check_resume(cfg)  # a resume that changes the weights' shape or the held-out set: one line, as the CLI's
     from comlrl.cores import share_cores
 
     share_cores()  # before torch loads (no effect if the caller imported it already: OpenMP reads it once)
@@ -209,7 +212,9 @@ class Trainer:
     args: a `RunConfig`, a YAML path, a dict of overrides on the defaults (nested sections or dotted keys), or
     None. train_dataset / eval_dataset: rows in memory (written to the run's dataset.jsonl and
     eval_dataset.jsonl; eval_dataset is the held-out set every evaluation scores). reward_funcs: functions,
-    lambdas, partials, callable objects or `module:function` strings. callbacks: `TrainerCallback`s.
+    lambdas, partials, callable objects or `module:function` strings. callbacks: comlrl `TrainerCallback`s or
+    `transformers.TrainerCallback`s (called the transformers way: comlrl/run/hf_callbacks.py); TRL's argument
+    names in `args` (`max_steps`, ...) are read as this trainer's keys or refused naming the key.
     report_to: "tensorboard", "wandb", a list of them, "all" or "none" (None: the config's logging.*).
     """
 

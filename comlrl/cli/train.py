@@ -10,6 +10,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import shutil
 import sys
 import tempfile
@@ -113,9 +115,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _check(cfg: RunConfig, config: str) -> int:
-    """`--check`: the run, then one line saying what trained and in how long."""
+    """`--check`: the run, then one line saying what trained and in how long. The run's lines that point into
+    its throw-away folder (outputs, plot, tree view) are left out: the folder is gone when the check ends."""
     t0 = time.perf_counter()
-    status = _train(cfg)
+    scratch = str(Path(cfg.training.output_dir).resolve())
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        status = _train(cfg)
+    for line in printed.getvalue().splitlines():
+        if scratch not in line and cfg.training.output_dir not in line:
+            print(line)
     if status == 0:
         m = cfg.magrpo
         print(f"check passed: {config} trained 1 step of task {cfg.task.name} ({plural(m.num_agents, 'agent')}, "

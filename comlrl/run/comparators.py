@@ -124,8 +124,11 @@ def make_comparator(spec: str, learner: Learner | None, key: str, resolve_local=
             raise RuntimeError(f"{key}={spec} needs the trained policy")
         return PolicyComparator(learner, reference=spec == "checkpoint")
     from comlrl.llm.factory import make_client
+    from comlrl.llm.reach import check_reachable
     from comlrl.llm.settings import LLMSettings
 
     # a verdict is a letter: a short reply, greedy
     settings = LLMSettings(max_tokens=16, temperature=0.0)
-    return ChatComparator(make_client(spec.removeprefix("llm:"), settings, key=key, resolve_local=resolve_local))
+    client = make_client(spec.removeprefix("llm:"), settings, key=key, resolve_local=resolve_local)
+    check_reachable(client.endpoint, key)  # a judge server that is down: one line at start-up
+    return ChatComparator(client)

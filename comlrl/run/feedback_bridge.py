@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import feedback
+from comlrl.llm.reach import check_reachable
 from comlrl.models import resolve_model_path
 from comlrl.tree.contracts import Continuation, Messages, Task
 
@@ -16,9 +17,10 @@ class FeedbackBridge:
         self.external = external
         self.counters = feedback.FeedbackMetrics()
         self.expert = None
-        if external.mode == "expert_edits":  # built at start-up: a missing API key fails here
+        if external.mode == "expert_edits":  # built at start-up: a missing API key or a server that is down fails here
             self.expert = feedback.make_expert(external.expert_edits_model, external,
                                                resolve_local=resolve_model_path, metrics=self.counters)
+            check_reachable(self.expert.endpoint, "external.expert_edits_model")
 
     def next_messages(self, task: Task, paths: Sequence[Continuation]) -> list[list[Messages]]:
         """The configured feedback mode's next-turn prompts (this is the feedback modes' `Transition`)."""

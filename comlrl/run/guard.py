@@ -32,7 +32,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from comlrl.config.schema import ConfigError, RunConfig
+from comlrl.config.schema import ConfigError, RunConfig, load_config, schema_keys
 from comlrl.console import launcher_rank, plural
 from comlrl.errors import RunStopped
 from comlrl.run.checkpoint import checkpoint_step, latest_checkpoint, resume_point
@@ -53,14 +53,43 @@ class Interrupted(Exception):
         self.status = status
 
 
+# What a resume must keep as the run had it, and why. The weights and optimizer in a checkpoint have the shape
+# the first group of keys made; the paired before/after compares the same problems, sampled by the same policy
+# settings from the same seed, which the second group fixes (the task's own section, `task.<name>`, too).
+SHAPE_KEYS = ("model.name", "model.dtype", "agents.", "magrpo.num_agents", "task.name", "algorithm.name")
+PAIRED_KEYS = ("dataset.", "training.eval_size", "evaluation.", "model.max_prompt_tokens", "model.max_new_tokens",
+               "model.temperature", "model.top_p", "model.top_k")
+
+
+def resume_conflict(saved: RunConfig, cfg: RunConfig) -> str | None:
+    """The first key a resume changes that it must keep (`SHAPE_KEYS`, `PAIRED_KEYS`, the task's own section),
+    as one config-error line naming it and the run's value; None when there is none."""
+    before, now = dict(schema_keys(saved)), dict(schema_keys(cfg))
+    task = f"task.{cfg.task.name}."
+    for group, why in ((SHAPE_KEYS, "its checkpoint's weights and optimizer have the run's shape"),
+                       ((*PAIRED_KEYS, task), "the held-out problems and the paired before/after are the run's")):
+        for key, value in now.items():
+            if any(key == k or (k.endswith(".") and key.startswith(k)) for k in group) and before.get(key) != value:
+                return (f"config error: --resume {cfg.training.output_dir}: {key}={value!r} differs from the run's "
+                        f"{before.get(key)!r} ({why}); resume with the run's value, or start a new run in another "
+                        "training.output_dir")
+    return None
+
+
 def check_resume(cfg: RunConfig) -> str | None:
-    """training.resume=true: a 'nothing to do' line when the checkpoint is at training.steps and the final
-    weights are written; ConfigError when training.steps is below the checkpoint; else None (go on)."""
+    """training.resume=true: ConfigError when the resume changes a key the run must keep (`resume_conflict`)
+    or asks for fewer steps than the checkpoint holds; a 'nothing to do' line when the checkpoint is at
+    training.steps and the final weights are written; else None (go on)."""
     t = cfg.training
     out = Path(t.output_dir)
     latest = resume_point(cfg)
     if latest is None:
         return None
+    saved = out / OUTPUTS["config"]
+    if saved.is_file():
+        conflict = resume_conflict(load_config(saved), cfg)
+        if conflict:
+            raise ConfigError(conflict)
     done = checkpoint_step(latest)
     if t.steps < done:
         raise ConfigError(

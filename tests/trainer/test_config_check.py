@@ -49,6 +49,8 @@ def test_a_check_runs_one_step_says_so_in_one_line_and_leaves_nothing(tmp_path: 
     assert line.startswith("check passed: configs/comlrl_compat.yaml trained 1 step of task code_collab "
                            "(2 agents, 2 turns, G=4, align) on tiny-random in ")
     assert (sorted(p.name for p in (ROOT / "runs").iterdir()) if (ROOT / "runs").is_dir() else []) == before
+    # no line points into the throw-away folder the check removes (outputs, the reward plot, the tree view)
+    assert "comlrl-check-" not in res.stdout and "tree view" not in res.stdout and "reward plot" not in res.stdout
     cfg = yaml.safe_load(_run("--config", "configs/comlrl_compat.yaml", "--check", "--print-config").stdout)
     assert cfg["model"]["name"] == "tiny-random" and cfg["training"]["steps"] == 1
 

@@ -37,6 +37,7 @@ from comlrl.integrations.atropos.common import (
     in_thread,
     mean,
     offline_defaults,
+    warn_if_no_logprobs,
 )
 from comlrl.tasks import build_task
 from comlrl.tasks.base import Problem
@@ -109,6 +110,7 @@ class CodeEnv(ProblemEnv):
         completion = await self.request(item, self.config.group_size, temperature=self.config.temperature,
                                         split="train")
         choices = list(completion.choices)[: self.config.group_size]
+        warn_if_no_logprobs(self.config, choices, "the model server (--openai.base_url)")
         texts = [c.message.content or "" for c in choices]
         rewards = await self.score(item, texts)
         prompt = self.prompt(item)

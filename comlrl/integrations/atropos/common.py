@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import logging
 import random
 from collections.abc import Sequence
 from typing import Any
@@ -25,6 +26,7 @@ from comlrl.run.atropos_groups import MASKED, trained_spans  # the trainer's rea
 from comlrl.tasks.base import Problem
 from comlrl.tasks.datasets import DatasetConfig, load_dataset
 
+log = logging.getLogger("comlrl.integrations.atropos")
 MASKED_LOGPROB = 1.0  # Atropos's placeholder log-prob at masked positions (example_trainer/data.py)
 
 
@@ -131,6 +133,23 @@ def aligned_logprobs(masks: Sequence[int], per_turn: Sequence[Sequence[float] | 
             return None
         out[start:end] = [float(v) for v in values]
     return out
+
+
+_WARNED_NO_LOGPROBS: set[str] = set()
+
+
+def warn_if_no_logprobs(config: ProblemEnvConfig, choices: Sequence[Any], server: str) -> bool:
+    """With `request_logprobs` on, a reply whose choices carry none is said once per server (a server that
+    ignores `logprobs=true`: the groups then go without, and the trainer recomputes them); True if said."""
+    if not config.request_logprobs or not choices or any(choice_logprobs(c) is not None for c in choices):
+        return False
+    if server in _WARNED_NO_LOGPROBS:
+        return False
+    _WARNED_NO_LOGPROBS.add(server)
+    log.warning("env.request_logprobs is true but %s returned no log-probs (no logprobs.content): the groups carry "
+                "none and the trainer recomputes them; serve with a server that returns them (comlrl-serve, vLLM) "
+                "or set --env.request_logprobs false", server)
+    return True
 
 
 def choice_logprobs(choice: Any) -> list[float] | None:

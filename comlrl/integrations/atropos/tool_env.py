@@ -40,6 +40,7 @@ from comlrl.integrations.atropos.common import (
     in_thread,
     mean,
     offline_defaults,
+    warn_if_no_logprobs,
 )
 from comlrl.llm import ChatResult, Messages
 from comlrl.tasks.base import Problem
@@ -96,6 +97,7 @@ class AtroposBackend(ChatBackend):
             kwargs["logprobs"] = True
         completion = await self.env.server.chat_completion(**kwargs)
         choice = completion.choices[0]
+        warn_if_no_logprobs(cfg, [choice], "the model server (--openai.base_url)")
         text = choice.message.content or ""
         logprobs = choice_logprobs(choice)
         tokens = tuple(e.token for e in choice.logprobs.content) if logprobs is not None else None

@@ -42,6 +42,7 @@ from comlrl.llm import (
     provider_names,
     spec_forms,
 )
+from comlrl.llm.reach import check_reachable
 from comlrl.tasks.actions.checks import CheckResult
 from comlrl.tasks.actions.environment import TrajectoryState
 from comlrl.tasks.actions.parser import json_objects
@@ -305,6 +306,7 @@ def make_judge(
                            **o.extra)
     client = make_client(spec, settings, key="task.actions.judge", resolve_local=resolve_local, base_url=base_url,
                          metrics=Counters())
+    check_reachable(client.endpoint, "task.actions.judge")  # a judge server that is down: one line at start-up
     return LLMJudge(client, system_prompt=o.system_prompt)
 
 
