@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from comlrl.config.checks import (
     algorithm_sections,
@@ -32,6 +32,7 @@ from comlrl.config.checks import (
     validate,
     validate_threshold,
 )
+from comlrl.config.trl_names import trl_hint, with_trl_names
 from comlrl.engines import RolloutConfig, VLLMSettings
 from comlrl.errors import ConfigError, require
 from comlrl.models import EMBEDDED_MODEL, AgentsConfig, LoraConfig, ModelConfig
@@ -231,10 +232,12 @@ def run_schema() -> type[RunConfig]:
     return _schema(tuple(sections), algorithm_sections())
 
 
-def _one_line(exc: OmegaConfBaseException) -> str:
-    key = exc.full_key
+def _one_line(exc: OmegaConfBaseException, key: str | None = None) -> str:
+    """`config error: <key>: <OmegaConf's first line>`; an unknown key that is TRL's name says which key it is."""
+    key = key or exc.full_key
+    hint = trl_hint(key) if key and isinstance(exc, ConfigKeyError) else None
     msg = str(exc).splitlines()[0].strip()
-    return f"config error: {key}: {msg}" if key else f"config error: {msg}"
+    return hint or (f"config error: {key}: {msg}" if key else f"config error: {msg}")
 
 
 def _blame(exc: OmegaConfBaseException, base: list[DictConfig], overrides: list[str] | tuple[str, ...]) -> str:
@@ -245,8 +248,7 @@ def _blame(exc: OmegaConfBaseException, base: list[DictConfig], overrides: list[
         try:
             OmegaConf.to_object(OmegaConf.merge(*base, OmegaConf.from_dotlist([item])))
         except OmegaConfBaseException as one:
-            key = item.split("=", 1)[0]
-            return f"config error: {key}: {str(one).splitlines()[0].strip()}"
+            return _one_line(one, item.split("=", 1)[0])
     return _one_line(exc)
 
 
@@ -291,6 +293,7 @@ def load_config(path: str | Path | RunConfig | None = None,
     from comlrl.config.registry import import_plugins
 
     layers: list[DictConfig] = []
+    overrides = with_trl_names(overrides)  # TRL's names for the same keys (max_steps=...): comlrl.config.trl_names
     try:
         if isinstance(path, RunConfig):  # a value of the wrong type set on it is named here
             layers.append(OmegaConf.structured(path))

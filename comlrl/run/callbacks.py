@@ -6,11 +6,15 @@ after a checkpoint, which see the run's state and may stop it (`control.should_t
             if metrics.get("turn_1/pass_rate", 0) >= 0.9:
                 control.should_training_stop = True
 
-A stop asked for in `on_step_end` makes that step the last: it is evaluated (when the run evaluates) and
-checkpointed, and `final/` is written, as at `training.steps`. Asked for in `on_evaluate` or `on_save`, the
-run ends once the step's outputs are written, with a checkpoint of it. Every rank calls its callbacks; a stop
-asked for on any rank stops all of them.
-"""
+A `transformers.TrainerCallback` works too, called the transformers way (`on_step_end(args, state, control,
+**kwargs)`, and `on_train_begin`, `on_step_begin`, `on_log`, `on_evaluate`, `on_save`, `on_train_end`):
+comlrl/run/hf_callbacks.py.
+
+A stop asked for in `on_step_end` (or before it: in `on_step_begin`, or before the first step) makes that
+step the last: it is evaluated (when the run evaluates) and checkpointed, and `final/` is written, as at
+`training.steps`. Asked for in `on_evaluate`, `on_log` or `on_save`, the run ends once the step's outputs are
+written, with a checkpoint of it. Every rank calls its callbacks; a stop asked for on any rank stops all of
+them."""
 
 from __future__ import annotations
 
@@ -18,9 +22,12 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from comlrl.errors import ConfigError
+
+if TYPE_CHECKING:
+    from comlrl.config.schema import RunConfig
 
 __all__ = ["CallbackList", "TimeBudget", "TrainerCallback", "TrainerControl", "TrainerState", "check_callbacks"]
 
@@ -76,41 +83,111 @@ class TimeBudget(TrainerCallback):
                      "this step is the last", self.budget / 60.0, state.global_step, self.spent / 60.0)
 
 
-def check_callbacks(callbacks: Sequence[Any]) -> list[TrainerCallback]:
-    """The callbacks, each a `TrainerCallback`; anything else is one config error naming it."""
+def check_callbacks(callbacks: Sequence[Any]) -> list[Any]:
+    """The callbacks, each a comlrl `TrainerCallback` or a transformers-style one (comlrl/run/hf_callbacks.py);
+    anything else is one config error naming it."""
+    from comlrl.run.hf_callbacks import transformers_style
+
     for cb in callbacks:
-        if not isinstance(cb, TrainerCallback):
-            raise ConfigError(f"config error: callbacks: {type(cb).__name__} is not a comlrl TrainerCallback "
-                              "(subclass comlrl.TrainerCallback and override on_step_end, on_evaluate or on_save)")
+        if not isinstance(cb, TrainerCallback) and not transformers_style(cb):
+            raise ConfigError(f"config error: callbacks: {type(cb).__name__} is not a comlrl TrainerCallback or a "
+                              "transformers one (subclass comlrl.TrainerCallback and override on_step_end, "
+                              "on_evaluate or on_save, or subclass transformers.TrainerCallback)")
     return list(callbacks)
 
 
-class CallbackList:
-    """The run's callbacks, called in order."""
+class Hooks(Protocol):
+    """One callback as the run calls it, whichever convention it follows."""
 
-    def __init__(self, callbacks: Sequence[TrainerCallback], state: TrainerState) -> None:
+    def train_begin(self) -> None: ...
+    def step_begin(self) -> None: ...
+    def step_end(self, metrics: dict[str, Any]) -> None: ...
+    def log(self, line: dict[str, Any]) -> None: ...
+    def evaluate(self, metrics: dict[str, Any]) -> None: ...
+    def save(self, checkpoint: Path) -> None: ...
+    def train_end(self) -> None: ...
+
+
+class OwnHooks:
+    """A comlrl `TrainerCallback`: its three hooks, each called `(state, control, what the hook is about)`."""
+
+    def __init__(self, callback: TrainerCallback, state: TrainerState, control: TrainerControl) -> None:
+        self.callback, self.state, self.control = callback, state, control
+
+    def train_begin(self) -> None:
+        pass
+
+    def step_begin(self) -> None:
+        pass
+
+    def step_end(self, metrics: dict[str, Any]) -> None:
+        self.callback.on_step_end(self.state, self.control, metrics)
+
+    def log(self, line: dict[str, Any]) -> None:
+        pass
+
+    def evaluate(self, metrics: dict[str, Any]) -> None:
+        self.callback.on_evaluate(self.state, self.control, metrics)
+
+    def save(self, checkpoint: Path) -> None:
+        self.callback.on_save(self.state, self.control, checkpoint)
+
+    def train_end(self) -> None:
+        pass
+
+
+class CallbackList:
+    """The run's callbacks, called in order, each in its own convention (decided here, once: a comlrl
+    `TrainerCallback` gets `(state, control, ...)`, a transformers-style one `(args, state, control, **kwargs)`
+    on views of the same state and control, so a stop asked either way is the same stop)."""
+
+    def __init__(self, callbacks: Sequence[Any], state: TrainerState, cfg: RunConfig | None = None) -> None:
+        from comlrl.run.hf_callbacks import RunArgs, TransformersHooks
+
         self.callbacks = tuple(check_callbacks(callbacks))
         self.state = state
         self.control = TrainerControl()
+        # without a config (a list built by hand): the state's folder and steps, the rest zero
+        args = RunArgs.of(cfg) if cfg is not None else RunArgs(str(state.output_dir), state.max_steps, 0.0, 0, 0)
+        self.hooks: tuple[Hooks, ...] = tuple(
+            OwnHooks(cb, state, self.control) if isinstance(cb, TrainerCallback)
+            else TransformersHooks(cb, state, self.control, args) for cb in self.callbacks)
 
     def stop_asked(self, agree: Callable[[bool], bool]) -> bool:
         """Whether a callback asked to stop, agreed over the ranks by `agree` (not called without callbacks:
         a run without them pays no collective per step)."""
         return bool(self.callbacks) and agree(self.control.should_training_stop)
 
+    def train_begin(self) -> None:
+        """Before the evaluation before training (or the first step, resumed) and after the models loaded."""
+        for h in self.hooks:
+            h.train_begin()
+
+    def step_begin(self) -> None:
+        """Before a step's rollout; `state.global_step` is still the steps done."""
+        for h in self.hooks:
+            h.step_begin()
+
     def logged(self, line: dict[str, Any]) -> None:
         """A metrics.jsonl line was written (the step's, with its evaluation)."""
         self.state.log_history.append(dict(line))
+        for h in self.hooks:
+            h.log(line)
 
     def step_end(self, step: int, metrics: dict[str, Any]) -> None:
         self.state.global_step = step
-        for cb in self.callbacks:
-            cb.on_step_end(self.state, self.control, metrics)
+        for h in self.hooks:
+            h.step_end(metrics)
 
     def evaluate(self, metrics: dict[str, Any]) -> None:
-        for cb in self.callbacks:
-            cb.on_evaluate(self.state, self.control, metrics)
+        for h in self.hooks:
+            h.evaluate(metrics)
 
     def save(self, checkpoint: Path) -> None:
-        for cb in self.callbacks:
-            cb.on_save(self.state, self.control, checkpoint)
+        for h in self.hooks:
+            h.save(checkpoint)
+
+    def train_end(self) -> None:
+        """After `final/` is written (not after a failure)."""
+        for h in self.hooks:
+            h.train_end()

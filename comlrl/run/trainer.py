@@ -24,7 +24,7 @@ from comlrl.console import plural, quiet_console
 from comlrl.learn.advantages import AdvantageStats
 from comlrl.learn.distributed import WorldSizeError, sum_over_ranks
 from comlrl.learn.update import UpdateStats, train_on_trees
-from comlrl.run.callbacks import CallbackList, TimeBudget, TrainerCallback, TrainerState
+from comlrl.run.callbacks import CallbackList, TimeBudget, TrainerState
 from comlrl.run.checkpoint import (
     checkpoint_step,
     drop_after,
@@ -263,9 +263,9 @@ def progress_numbers(metrics: dict[str, float], num_turns: int, headline: tuple[
     return out
 
 
-def run(cfg: RunConfig, callbacks: Sequence[TrainerCallback] = ()) -> int:
-    """Train as configured; `callbacks` (the Python API's) see every step, evaluation and checkpoint and may
-    end the run early (comlrl/run/callbacks.py)."""
+def run(cfg: RunConfig, callbacks: Sequence[Any] = ()) -> int:
+    """Train as configured; `callbacks` (the Python API's: comlrl or transformers `TrainerCallback`s) see every
+    step, evaluation and checkpoint and may end the run early (comlrl/run/callbacks.py)."""
     quiet_console()  # again for callers other than scripts/train.py (idempotent)
     check_output_dir(cfg)  # before anything loads: an earlier run's outputs are never replaced unasked
     out = Path(cfg.training.output_dir)
@@ -275,7 +275,7 @@ def run(cfg: RunConfig, callbacks: Sequence[TrainerCallback] = ()) -> int:
     if cfg.training.time_budget_minutes is not None:  # the steps before a resume count (metrics.jsonl)
         spent = sum(line.get("step_seconds", 0.0) for line in read_run_lines(out, "metrics", resumed_at))
         callbacks = [*callbacks, TimeBudget(cfg.training.time_budget_minutes, spent)]
-    calls = CallbackList(callbacks, TrainerState(0, cfg.training.steps, out))
+    calls = CallbackList(callbacks, TrainerState(0, cfg.training.steps, out), cfg)
     comp = build(cfg, log_with=make_trackers(cfg, resumed_at))
     acc = comp.accelerator
     start = 0
@@ -323,6 +323,7 @@ def run(cfg: RunConfig, callbacks: Sequence[TrainerCallback] = ()) -> int:
             comp.phase = lambda text: bar.set_description_str(text, refresh=True)
             # log lines above the bar, each on its own line (they were glued to the bar's frame)
             redirect.enter_context(logging_redirect_tqdm())
+        calls.train_begin()
         if start == 0 and evaluator.enabled:
             _log_evaluation_start(evaluator)
             ev, ev_records = evaluator.run(0)
@@ -333,6 +334,7 @@ def run(cfg: RunConfig, callbacks: Sequence[TrainerCallback] = ()) -> int:
             calls.logged({"step": 0, **ev})
             calls.evaluate(ev)
         for step in range(start, cfg.training.steps):
+            calls.step_begin()
             metrics, records = training_step(comp, step, evaluator.start_rewards())
             done = finished = step + 1
             calls.step_end(done, metrics)
@@ -372,6 +374,7 @@ def run(cfg: RunConfig, callbacks: Sequence[TrainerCallback] = ()) -> int:
                 break
         if acc.is_main_process:
             comp.policies.save(out / "final")
+        calls.train_end()
     finally:
         if bar:
             bar.close()

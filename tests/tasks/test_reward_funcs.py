@@ -351,8 +351,8 @@ def test_a_function_that_raises_mid_run_says_how_to_go_on(tmp_path: Path) -> Non
     run = tmp_path / "run"
     args = [a for a in TINY if not a.startswith("task.reward_funcs=")]
     res = subprocess.run([sys.executable, "scripts/train.py", *args, "task.name=text", "magrpo.num_agents=1",
-                          "dataset.name=hf", f"dataset.path={data}", "dataset.eval_size=0", "evaluation.probe_problems=0",
-                          "training.steps=4",
+                          "dataset.name=hf", f"dataset.path={data}", "dataset.eval_size=0",
+                          "evaluation.probe_problems=0", "training.steps=4",
                           "task.reward_funcs=[reward_fns:raises_later]", f"training.output_dir={run}"],
                          cwd=ROOT, env=env(), capture_output=True, text=True, timeout=600)
     assert res.returncode == 2, res.stderr[-3000:]
