@@ -161,8 +161,10 @@ def load_checkpoint(learner: Learner, path: Path) -> int:
         _reading(path, "deepspeed", lambda p: learner.model.load_checkpoint(  # type: ignore[operator]
             str(p), tag="state", load_module_strict=False))
     else:
-        learner.optimizer.load_state_dict(_reading(path, "optimizer.pt", _torch_file))
-    learner.scheduler.load_state_dict(_reading(path, "scheduler.pt", _torch_file))
+        optimizer = _reading(path, "optimizer.pt", _torch_file)
+        _reading(path, "optimizer.pt", lambda _: learner.optimizer.load_state_dict(optimizer))
+    scheduler = _reading(path, "scheduler.pt", _torch_file)
+    _reading(path, "scheduler.pt", lambda _: learner.scheduler.load_state_dict(scheduler))
     rng_file = f"rng-{learner.accelerator.process_index}.pt"
     if (path / rng_file).is_file():
         rng = _reading(path, rng_file, _torch_file)
@@ -176,10 +178,22 @@ def _torch_file(file: Path) -> Any:
     return torch.load(file, map_location="cpu", weights_only=False)
 
 
+# what torch says when whole files hold state of another shape than the model built now (not damage)
+MISMATCH = ("size mismatch", "Missing key(s)", "Unexpected key(s)", "parameter group", "doesn't match the size")
+
+
 def _reading(path: Path, name: str, load: Any) -> Any:
-    """`load(path / name)`; a failure is the one-line `CheckpointError` naming `name`."""
+    """`load(path / name)`; a failure is the one-line `CheckpointError` naming `name`: a state of another
+    shape than this run's model (the files are whole: the config changed since) says so and never offers to
+    start again; anything else is damage (`_refused`)."""
     try:
         return load(path / name)
     except (OSError, RuntimeError, ValueError, EOFError, KeyError, pickle.UnpicklingError) as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        if isinstance(exc, RuntimeError | ValueError | KeyError) and any(m in str(exc) for m in MISMATCH):
+            run = path.parent.parent
+            detail = next((x.strip() for x in str(exc).splitlines() if any(m in x for m in MISMATCH)), first)[:200]
+            raise CheckpointError(f"checkpoint error: {path}/{name} does not fit this run's model ({detail}); its "
+                                  f"files are whole, so the config changed since it was written: resume with the "
+                                  f"run's own {run / 'config.yaml'}") from exc
         raise _refused(path, f"{name} cannot be loaded ({type(exc).__name__}: {first})") from exc

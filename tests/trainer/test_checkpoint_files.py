@@ -120,3 +120,26 @@ def test_checkpoints_are_on_by_default() -> None:
     """Ctrl-C in step 2 lost step 1: a checkpoint every step, the newest two kept (docs: what one costs)."""
     t = load_config(None).training
     assert (t.save_every, t.save_total_limit) == (1, 2)
+
+
+def test_a_whole_checkpoint_of_another_shape_says_the_config_changed_never_to_start_again(tmp_path: Path) -> None:
+    """An optimizer (or weights) state of another shape than the model built now: the files are whole, so it is
+    not damage; the line says so and points to the run's config, never to training.overwrite."""
+    import torch
+
+    from comlrl.run.checkpoint import CheckpointError, _reading
+
+    saved = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(2))])
+    state = saved.state_dict()
+    now = torch.optim.AdamW([{"params": [torch.nn.Parameter(torch.zeros(2))]},
+                             {"params": [torch.nn.Parameter(torch.zeros(3))]}])
+    ckpt = tmp_path / "run" / "checkpoints" / "step-2"
+    with pytest.raises(CheckpointError) as err:
+        _reading(ckpt, "optimizer.pt", lambda _: now.load_state_dict(state))
+    msg = str(err.value)
+    assert msg.startswith(f"checkpoint error: {ckpt}/optimizer.pt does not fit this run's model (")
+    assert msg.endswith(f"resume with the run's own {tmp_path / 'run' / 'config.yaml'}")
+    assert "overwrite" not in msg and "\n" not in msg
+    weights = torch.nn.Linear(2, 2)
+    with pytest.raises(CheckpointError, match="does not fit this run's model .*size mismatch"):
+        _reading(ckpt, "weights", lambda _: weights.load_state_dict(torch.nn.Linear(3, 2).state_dict()))
