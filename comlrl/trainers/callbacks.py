@@ -93,15 +93,21 @@ def _number(value: Any) -> float | None:
     return None
 
 
+def _values(values: Any) -> Any:
+    """A tensor's values as a list (1.4.3 converts them); anything else as it came."""
+    if _number(values) is None and not isinstance(values, Sequence):
+        import torch  # loaded already in a run
+
+        if isinstance(values, torch.Tensor):
+            return values.detach().cpu().reshape(-1).tolist()
+    return values
+
+
 def first_reward(values: Any, who: str) -> float:
     """The joint action's reward from what the function returned: 1.4.3 reads the first value of the list (one
     per joint action, the function being called on one joint action at a time); a bare number or a tensor works
     as there."""
-    if _number(values) is None and not isinstance(values, Sequence):
-        import torch  # loaded already in a run: a tensor's values, as 1.4.3 converts them
-
-        if isinstance(values, torch.Tensor):
-            values = values.detach().cpu().reshape(-1).tolist()
+    values = _values(values)
     if _number(values) is not None:
         return float(values)
     if isinstance(values, Sequence) and not isinstance(values, str | bytes) and values:
@@ -112,20 +118,40 @@ def first_reward(values: Any, who: str) -> float:
     raise CallbackError(f"{who} returned {type(values).__name__} {values!r:.80}; expected a list of numbers")
 
 
+def joint_reward(values: Any, who: str, equal_ok: bool) -> float:
+    """One value per joint action where 1.4.3 would read more: the actor-critics read one value per agent
+    (refused here unless they are equal, `equal_ok`: this engine has one reward per joint action), a centralized
+    reward exactly one."""
+    values = _values(values)
+    head = first_reward(values, who)
+    if _number(values) is not None or len(values) == 1:
+        return head
+    if not equal_ok:
+        raise CallbackError(f"{who} returned {len(values)} values; a centralized reward returns one joint reward")
+    if any(_number(v) != head for v in values):
+        raise CallbackError(f"{who} returned {len(values)} different values {list(values)!r:.80}: per-agent rewards "
+                            "have no counterpart here (one reward per joint action); return one value")
+    return head
+
+
 class RewardCall:
     """`reward_func(*completions_per_agent, batch_items=[item], prompts=[prompt])` for one joint action, each
     agent's completions a one-element list, keywords only where the function takes them; a function whose first
     positional parameter is `prompts`, or that has one positional parameter more than the agents, gets the prompts
     first, one with a single positional parameter (several agents) the list of the agents' lists (1.4.3's forms).
-    `processor` maps the value (reward_processor)."""
+    `processor` maps the value (reward_processor). `read`: how the returned list becomes the reward, as the trainer
+    reads it in 1.4.3: `first` (MAGRPO), `joint` (the actor-critics: one value, or several equal ones) or `one`
+    (centralized); `all_prompts`: `prompts` holds every agent's prompt (the actor-critics), not agent 0's only."""
 
     KEYWORDS = ("batch_items", "prompts")
 
-    def __init__(self, fn: Callable[..., Any], num_agents: int, processor: Callable[[float], float] | None) -> None:
+    def __init__(self, fn: Callable[..., Any], num_agents: int, processor: Callable[[float], float] | None, *,
+                 read: str = "first", all_prompts: bool = False) -> None:
         if not callable(fn):
             raise CallbackError(f"reward_func: expected a callable that returns a list of floats, got "
                                 f"{type(fn).__name__}")
         self.fn, self.num_agents, self.processor = fn, num_agents, processor
+        self.read, self.all_prompts = read, all_prompts
         self.who = f"reward_func ({_name(fn)})"
         sig = self.sig = _signature(fn)
         params = list(sig.parameters.values()) if sig is not None else []
@@ -143,16 +169,24 @@ class RewardCall:
             return [completions]
         return list(completions)
 
-    def __call__(self, texts: Sequence[str], item: Mapping[str, Any], prompt: str) -> tuple[float, float]:
-        """(raw value, processed value) of one joint action."""
-        args = self._args([[t] for t in texts], [prompt])
+    def _reward(self, values: Any) -> float:
+        if self.read == "first":
+            return first_reward(values, self.who)
+        return joint_reward(values, self.who, equal_ok=self.read == "joint")
+
+    def __call__(self, texts: Sequence[str], item: Mapping[str, Any],
+                 prompt: str | Sequence[str]) -> tuple[float, float]:
+        """(raw value, processed value) of one joint action; `prompt`: the agents' prompts of the turn (or agent
+        0's)."""
+        prompts = [prompt] if isinstance(prompt, str) else list(prompt if self.all_prompts else prompt[:1])
+        args = self._args([[t] for t in texts], prompts)
         kwargs: dict[str, Any] = {}
         if _accepts(self.sig, "batch_items"):
             kwargs["batch_items"] = [dict(item)]
         if not self.prompts_first and _accepts(self.sig, "prompts"):
-            kwargs["prompts"] = [prompt]
+            kwargs["prompts"] = prompts
         try:
-            raw = first_reward(self.fn(*args, **kwargs), self.who)
+            raw = self._reward(self.fn(*args, **kwargs))
         except CallbackError:
             raise
         except Exception as exc:  # noqa: BLE001 - a user's function: any failure is one line naming it

@@ -1,4 +1,4 @@
-"""Where a `MAGRPOTrainer`'s agents come from, as `model.name` / `agents.models`: hub ids and local folders
+"""Where a compatible trainer's agents come from, as `model.name` / `agents.models`: hub ids and local folders
 (strings, as this engine's loader takes them: comlrl/models.py), or models already loaded, which are saved with
 their tokenizer into a temporary folder that the config names (the loader reads folders, not objects).
 `model_config` (1.4.3's dict) gives the dtype; keys that would change tokenization are refused.
@@ -70,15 +70,20 @@ def _dtype(model_config: Mapping[str, Any], out: Sources) -> None:
     out.keys["model.dtype"] = DTYPES[name]
 
 
-def read_model_config(model_config: Mapping[str, Any] | None, out: Sources) -> None:
+def read_model_config(model_config: Mapping[str, Any] | None, out: Sources, nested: bool = False) -> None:
     """The dtype as model.dtype; special tokens refused (they change what every prompt tokenizes to); other keys
-    (attention backend, loader kwargs) a warning: this engine's loader chooses them."""
+    (attention backend, loader kwargs) a warning: this engine's loader chooses them. `nested`: a dtype under
+    `model_kwargs` comes first, as 1.4.3's actor-critics read it."""
     cfg = dict(model_config or {})
     if cfg.get("special_tokens"):
         raise ConfigError("config error: model_config: special_tokens cannot be added here (the agents' tokenizers "
                           "come from their model folders); save a tokenizer with them and pass the folder")
-    _dtype(cfg, out)
-    rest = sorted(k for k in cfg if k not in ("torch_dtype", "dtype", "special_tokens"))
+    inner = dict(cfg.get("model_kwargs") or {}) if nested and isinstance(cfg.get("model_kwargs"), Mapping) else {}
+    dtype = inner.get("torch_dtype") or inner.get("dtype") or cfg.get("torch_dtype") or cfg.get("dtype")
+    _dtype({"torch_dtype": dtype}, out)
+    known = ("torch_dtype", "dtype", "special_tokens", *(("model_kwargs",) if inner else ()))
+    rest = sorted(k for k in cfg if k not in known) + sorted(f"model_kwargs.{k}" for k in inner
+                                                             if k not in ("torch_dtype", "dtype"))
     if rest:
         out.warnings.append(f"model_config: {', '.join(rest)} have no meaning here (the model loader chooses them)")
 
@@ -98,11 +103,11 @@ def _save(model: Any, tokenizer: Any, dest: Path, label: str) -> None:
 
 
 def resolve_sources(sources: list[Any], tokenizer: Any, model_config: Mapping[str, Any] | None,
-                    owner: object) -> Sources:
+                    owner: object, nested: bool = False) -> Sources:
     """model.name / agents.models for the agents' sources; loaded models saved once each (by identity) into a
-    temporary folder that lives as long as `owner`."""
+    temporary folder that lives as long as `owner`; `nested`: see `read_model_config`."""
     out = Sources()
-    read_model_config(model_config, out)
+    read_model_config(model_config, out, nested)
     tokenizers = _per_agent(tokenizer, len(sources))
     paths: list[str] = []
     saved: dict[int, str] = {}

@@ -119,11 +119,12 @@ class ItemTask(Task):
                                                 for p, texts in items])]
 
     def score_turns(self, turns: Sequence[JointTurn]) -> list[tuple[Reward, Any]]:
-        """One reward call per joint action (its `prompts`: agent 0's prompt of the turn, as 1.4.3 passes it);
-        each leaves an empty `TurnPrompts` for the next turn's transition to fill."""
+        """One reward call per joint action (its `prompts`: the turn's prompts, agent 0's or every agent's as the
+        trainer passes them in 1.4.3: `RewardCall.all_prompts`); each leaves an empty `TurnPrompts` for the next
+        turn's transition to fill."""
         out: list[tuple[Reward, Any]] = []
         for turn in turns:
-            raw, total = self.hooks.reward(turn.texts, turn.problem.item, turn.state.per_agent[0])
+            raw, total = self.hooks.reward(turn.texts, turn.problem.item, turn.state.per_agent)
             out.append((ItemReward(total, {"reward_func": raw}, texts=tuple(turn.texts)), TurnPrompts()))
         return out
 

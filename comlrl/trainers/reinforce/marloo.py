@@ -1,0 +1,29 @@
+"""CoMLRL 1.4.3's `MARLOOTrainer` / `MARLOOConfig`: MAGRPO whose advantage_mode defaults to
+"rloo" (a leave-one-out baseline).
+
+Trained by `magrpo` with the baseline `comlrl.trainers.mapping` maps advantage_mode to: with 1.4.3's default
+advantage_normalization=True every mode gives the same (R - mean) / std there, so it trains as MAGRPO does; with
+advantage_normalization=False the baseline is this mode's (docs/comlrl-compat.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from comlrl.trainers.reinforce.magrpo import MAGRPOConfig, MAGRPOTrainer
+
+__all__ = ["MARLOOConfig", "MARLOOTrainer"]
+
+
+@dataclass
+class MARLOOConfig(MAGRPOConfig):
+    """MAGRPOConfig with 1.4.3's default advantage_mode for MARLOO."""
+
+    advantage_mode: str = "rloo"
+
+
+class MARLOOTrainer(MAGRPOTrainer):
+    """MAGRPOTrainer whose default config is `MARLOOConfig`, as in 1.4.3."""
+
+    default_config_cls = MARLOOConfig
+    algorithm_name = "MARLOO"
