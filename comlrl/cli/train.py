@@ -137,14 +137,15 @@ def _train(cfg: RunConfig) -> int:
     from comlrl.console import quiet_console
 
     quiet_console()  # before torch, transformers and vLLM are imported: some of it is read at import
-    from comlrl.run.guard import Interrupted, failure_note, guarded_run
+    from comlrl.run.guard import Interrupted, failure_note, guarded_run, progress
     from comlrl.run.trainer import USER_ERRORS, run
 
+    before = progress(cfg)
     try:
         return guarded_run(cfg, run)  # Ctrl-C, early failures, a resume with nothing to do: comlrl/run/guard.py
     except USER_ERRORS as exc:  # bad input: one line naming the problem, no traceback; mid-run, how to go on
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        note = failure_note(cfg)
+        note = failure_note(cfg, before)
         msg = msg if "error" in msg.split(":")[0] else f"error: {msg}"
         print(f"{msg}; {note}" if note else msg, file=sys.stderr)
         return 2

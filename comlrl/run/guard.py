@@ -133,12 +133,18 @@ def stop_line(cfg: RunConfig, what: str = "interrupted") -> str:
             f"--resume {out} starts it again from step 0")
 
 
-def failure_note(cfg: RunConfig) -> str:
-    """For a run that failed on bad input (a reward function that raised at step 6): where it stopped and how
-    to go on, `stop_line`'s words, once a step or a checkpoint is on disk (then the same command is refused:
-    the folder holds a run); '' before that (what it wrote is taken back, the same command runs again)."""
+def progress(cfg: RunConfig) -> tuple[int, Path | None]:
+    """Where the run's folder stands: the last finished step metrics.jsonl records and the latest checkpoint."""
     out = Path(cfg.training.output_dir)
-    if launcher_rank() != 0 or not (last_step(out / "metrics.jsonl") or latest_checkpoint(out / "checkpoints")):
+    return last_step(out / "metrics.jsonl"), latest_checkpoint(out / "checkpoints")
+
+
+def failure_note(cfg: RunConfig, before: tuple[int, Path | None]) -> str:
+    """For a run that failed on bad input mid-run (a reward function that raised at step 6): where it stopped and
+    how to go on, `stop_line`'s words, once this run added a step or a checkpoint to its folder (`before`:
+    `progress` when it started; then the same command is refused, the folder holds a run); '' otherwise (an
+    error before the run moved, a config error at start included: the same command, fixed, runs again)."""
+    if launcher_rank() != 0 or progress(cfg) == before:
         return ""
     return stop_line(cfg, "stopped")
 

@@ -40,7 +40,8 @@ def test_a_declared_range_bounds_the_threshold(tmp_path: Path) -> None:
         problem = task.load(cfg.dataset)[0][0]
         [r] = task.score([(problem, [CODE])])
         levels = sum(r.components.values())  # the levels' components, as they scored the code
-        assert levels == 0.5 and r.total == pytest.approx(levels + 0.5 / (1 + len(r.codes[0]) / 100))
+        # CODE defines f, not the entry point: no level holds (syntax counts only with it, as levels are cumulative)
+        assert levels == 0.0 and r.total == pytest.approx(levels + 0.5 / (1 + len(r.codes[0]) / 100))
     cfg.magrpo.early_termination_threshold = 5.0
     with pytest.raises(ConfigError, match=r"expected a number in \[0.0, 4.5\)"):
         validate_threshold(cfg, task.reward_range)

@@ -253,7 +253,7 @@ def test_a_reply_without_sections_scores_as_two_empty_answers(sandbox: Any) -> N
     (empty,) = inner.score([(ADD, ["", ""])])
     for r in rewards:
         _same(r, empty)
-    assert not empty.all_passed and empty.codes == ("", "") and empty.total == 0.5  # the syntax level only
+    assert not empty.all_passed and empty.codes == ("", "") and empty.total == 0.0  # no code: no level at all
     with pytest.raises(ValueError, match="2 completions per joint action, expected 1"):
         team.score_turns([JointTurn(ADD, (HELPER, MAIN))])
 
