@@ -5,6 +5,8 @@ replies BFCL's decoder reads (`decoded`) beside the share the lenient decoder fi
 
     comlrl-evaluate RUN --base --out /tmp/bfcl_base.jsonl      # RUN/config.yaml: the categories to table
     python benchmarks/bfcl_table.py /tmp/bfcl_base.jsonl
+    python benchmarks/bfcl_table.py --curve RUN/metrics.jsonl  # what moves first in training: per 8 steps, the
+                                                               # replies BFCL reads, the lenient rate, the pass
 """
 
 from __future__ import annotations
@@ -36,12 +38,30 @@ def table(records: list[dict]) -> list[str]:
     return out
 
 
+def curve(lines: list[dict], width: int = 8) -> list[str]:
+    """Training steps in buckets of `width`: the mean share of replies BFCL's decoder reads, the lenient rate
+    and the pass rate of the sampled joint actions (metrics.jsonl's `decoded`, `decoded_lenient`,
+    `turn_1/pass_rate`)."""
+    steps = [m for m in lines if "step_seconds" in m and "decoded" in m]
+    out = ["| steps | BFCL's decoder reads a call | the lenient decoder finds one | BFCL pass |", "|---|---|---|---|"]
+    for i in range(0, len(steps), width):
+        part = steps[i:i + width]
+
+        def mean(key: str, rows: list[dict] = part) -> float:
+            return 100 * sum(float(m.get(key, 0.0)) for m in rows) / len(rows)
+
+        out.append(f"| {part[0]['step']}-{part[-1]['step']} | {mean('decoded'):.0f}% | {mean('decoded_lenient'):.0f}% "
+                   f"| {mean('turn_1/pass_rate'):.1f}% |")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("records", type=Path)
+    ap.add_argument("--curve", action="store_true", help="RECORDS is a metrics.jsonl: the training curve")
     args = ap.parse_args()
     records = [json.loads(line) for line in args.records.read_text().splitlines() if line.strip()]
-    print("\n".join(table(records)))
+    print("\n".join(curve(records) if args.curve else table(records)))
 
 
 if __name__ == "__main__":
