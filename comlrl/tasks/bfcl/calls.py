@@ -146,7 +146,7 @@ def _python_calls(text: str) -> tuple[Call, ...]:
     return tuple(_call(item, text) for item in items)
 
 
-def _bfcl_wrapped(text: str) -> str:
+def bfcl_wrapped(text: str) -> str:
     """A reply as BFCL's prompting decoder reads it: backticks/newlines/spaces stripped, brackets added."""
     core = text.strip("`\n ")
     return ("" if core.startswith("[") else "[") + core + ("" if core.endswith("]") else "]")
@@ -189,11 +189,11 @@ def _spans(text: str) -> list[str]:
 def decode(text: str) -> Decoded:
     """The calls of one reply (see the module docstring for the accepted forms); never raises."""
     try:
-        return Decoded(_python_calls(_bfcl_wrapped(text)), "python", exact=True)
+        return Decoded(_python_calls(bfcl_wrapped(text)), "python", exact=True)
     except NotACall as exc:
         first_error = str(exc)
     fenced = [m.group(1) for m in FENCE.finditer(text)]
-    for candidate in [*fenced, *(_bfcl_wrapped(f) for f in fenced), *_spans(text)]:
+    for candidate in [*fenced, *(bfcl_wrapped(f) for f in fenced), *_spans(text)]:
         try:
             calls = _python_calls(candidate)
         except NotACall:

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from comlrl.tasks.bfcl.calls import bfcl_wrapped
 from comlrl.tasks.bfcl.checker import bfcl
 
 UNEVALUATED = "arithmetic on something other than literals (not evaluated here; BFCL would eval it)"
@@ -112,10 +113,8 @@ def guarded(text: str) -> str:
     BFCL's (backticks, newlines and spaces stripped, brackets added, quotes stripped), then every `BinOp`
     must evaluate within bounds. Text that does not parse is passed on: BFCL's decoder fails on it
     before evaluating anything."""
-    core = text.strip("`\n ")
-    core = ("" if core.startswith("[") else "[") + core + ("" if core.endswith("]") else "]")
     try:
-        tree = ast.parse(core.strip().strip("'"), mode="eval")
+        tree = ast.parse(bfcl_wrapped(text).strip().strip("'"), mode="eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return ""
     for node in ast.walk(tree):
