@@ -104,18 +104,19 @@ def write_rows(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
 def train(config: RunConfig | str | Path | None = None, overrides: Sequence[str] | Mapping[str, Any] = (), *,
           dataset: Any = None,
           reward_funcs: Sequence[Callable[..., Any] | str] | None = None,
-          reward_weights: Sequence[float] | None = None) -> TrainResult:
+          reward_weights: Sequence[float] | None = None, report: bool = True) -> TrainResult:
     """Train as `comlrl-train` does, in this process; returns the run's metrics and output paths.
 
     config: a `RunConfig` (from `load_config`), a YAML path, or None (the schema defaults); `overrides`
     are `key=value` strings or a dict on top. dataset: rows in memory (a list of dicts or a `datasets.Dataset`),
     for any task that reads `dataset.name=hf` (code tasks: `prompt`, `test`, `entry_point` columns; the
     text task: a `prompt` column and any others). reward_funcs / reward_weights: as `task.reward_funcs` /
-    `task.reward_weights`, functions or `module:function` strings.
+    `task.reward_weights`, functions or `module:function` strings. report=False: no plots, tree page or model
+    card at the end (for a run whose folder is thrown away).
     """
     cfg = load_config(config, overrides)
     with_rewards(cfg, reward_funcs, reward_weights)
-    return _train(cfg, {"dataset": dataset}, ())
+    return _train(cfg, {"dataset": dataset}, (), report)
 
 
 def with_rewards(cfg: RunConfig, reward_funcs: Sequence[Callable[..., Any] | str] | None,
@@ -154,7 +155,7 @@ def _staged(cfg: RunConfig, datasets: Mapping[str, Any]) -> list[tuple[list[Mapp
     return staged
 
 
-def _train(cfg: RunConfig, datasets: Mapping[str, Any], callbacks: Sequence[Any]) -> TrainResult:
+def _train(cfg: RunConfig, datasets: Mapping[str, Any], callbacks: Sequence[Any], report: bool = True) -> TrainResult:
     """Write the in-memory tables, run, read back the metrics: what `train` and `Trainer.train` share."""
     from comlrl.run.outputs import check_output_dir
 
@@ -177,7 +178,7 @@ def _train(cfg: RunConfig, datasets: Mapping[str, Any], callbacks: Sequence[Any]
     with taken_back_on_failure(cfg):
         for rows, path in staged:
             write_rows(rows, path)
-        run(cfg, callbacks)
+        run(cfg, callbacks, report)
     lines = (out / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if (out / "metrics.jsonl").exists() else []
     return TrainResult(cfg, out, [json.loads(line) for line in lines if line.strip()])
 

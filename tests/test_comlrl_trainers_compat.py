@@ -434,8 +434,9 @@ def test_a_single_turn_writing_script_with_a_reward_only_trains_unchanged(tmp_pa
 
 @pytest.mark.slow
 def test_a_run_without_checkpoint_arguments_keeps_no_checkpoint_and_leaves_no_folder(tmp_path: Path) -> None:
-    """CoMLRL 1.4.3 writes nothing without checkpoint_dir: here the run's folder is a scratch folder with the one
-    end-of-run checkpoint, kept while the trainer lives (save_model reads it) and removed with it."""
+    """CoMLRL 1.4.3 writes nothing without checkpoint_dir: here the run's folder is a scratch folder with no
+    checkpoint, no TensorBoard logs and no plots, holding the final weights while the trainer lives (save_model
+    reads them) and removed with it."""
     from comlrl.trainers import MAGRPOConfig, MAGRPOTrainer
 
     trainer = MAGRPOTrainer(agent_model="tiny-random", num_agents=2, reward_func=reward_two, train_dataset=TRAIN,
@@ -445,7 +446,9 @@ def test_a_run_without_checkpoint_arguments_keeps_no_checkpoint_and_leaves_no_fo
     trainer.train()
     run = trainer.output_dir
     assert run is not None and run.name.startswith("comlrl-magrpo-run-") and run.is_dir()
-    assert [p.name for p in (run / "checkpoints").iterdir()] == ["step-3"]  # 3 items, 1 epoch: the last step only
+    assert not (run / "checkpoints").exists() or not any((run / "checkpoints").iterdir())
+    assert not (run / "tensorboard").exists() and not (run / "plots").exists()
+    assert trainer.result.metrics[-1]["step"] == 3  # 3 items, 1 epoch
     trainer.save_model(tmp_path / "saved")
     assert (tmp_path / "saved" / "agent_1" / "config.json").is_file()
     del trainer

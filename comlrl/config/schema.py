@@ -128,7 +128,7 @@ class TrainingConfig:
     eval_every: int = 0  # 0 = only before and after training
     eval_size: int | None = None  # cap on eval problems; null = whole eval split
     save_every: int = 1  # checkpoint every k steps (and at the end); 0 = only at the end
-    save_total_limit: int | None = 2  # keep the newest k checkpoints; null = every one
+    save_total_limit: int | None = 2  # keep the newest k checkpoints; null = every one; 0 = write none
     output_dir: str = "runs/latest"
     seed: int = 0
     resume: bool = False
@@ -150,8 +150,8 @@ class TrainingConfig:
         out = Path(self.output_dir).expanduser()  # a file on the way would fail the run's first write, after loading
         blocker = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
         require(blocker is None, "training.output_dir", self.output_dir, f"a directory path ({blocker} is a file)")
-        require(self.save_total_limit is None or self.save_total_limit >= 1, "training.save_total_limit",
-                self.save_total_limit, "an integer >= 1 or null (keep every checkpoint)")
+        require(self.save_total_limit is None or self.save_total_limit >= 0, "training.save_total_limit",
+                self.save_total_limit, "an integer >= 0 (0: write none) or null (keep every checkpoint)")
         if self.resume_from is not None:
             require(self.resume, "training.resume", self.resume, "true when training.resume_from is set")
             folder, own = Path(self.resume_from).expanduser(), out / "checkpoints"

@@ -64,17 +64,43 @@ def stop_criterion(cache: dict[tuple[str, tuple[str, ...]], Any], path: str, tok
     return StoppingCriteriaList([cache[key]])
 
 
+class SeededSampler:
+    """A logits processor that samples the next token itself: HF's own temperature, top-k and top-p warpers (in
+    `generate`'s order), then a draw from its own `torch.Generator`, handed back as a one-hot score that greedy
+    decoding keeps. HF samples from torch's one global generator, so two `generate` calls in two threads (full-weight
+    agents decoded side by side, `AgentPolicies.generate`) would draw in whatever order the threads ran; with a
+    generator per call the samples depend on the seed alone."""
+
+    def __init__(self, cfg: ModelConfig, seed: int, device: torch.device) -> None:
+        from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+        warpers: list[Any] = [TemperatureLogitsWarper(cfg.temperature)] if cfg.temperature != 1.0 else []
+        if cfg.top_k:
+            warpers.append(TopKLogitsWarper(top_k=cfg.top_k))
+        if cfg.top_p < 1.0:
+            warpers.append(TopPLogitsWarper(top_p=cfg.top_p))
+        self.warpers = LogitsProcessorList(warpers)
+        self.generator = torch.Generator(device=device).manual_seed(seed)
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        probs = torch.softmax(self.warpers(input_ids, scores).float(), dim=-1)
+        tokens = torch.multinomial(probs, num_samples=1, generator=self.generator)
+        return torch.full_like(scores, float("-inf")).scatter_(1, tokens, 0.0)
+
+
 def generate_rows(module: AgentsModule, cfg: ModelConfig, tokenizer: Any, eos: Sequence[int], agents: list[int],
-                  prompts: list[list[int]], greedy: bool, stopping: Any = None, repeat: int = 1) -> list[list[int]]:
+                  prompts: list[list[int]], greedy: bool, stopping: Any = None, repeat: int = 1,
+                  seed: int | None = None) -> list[list[int]]:
     """`repeat` completions of each prompt (agents[i]'s prompts[i]), as consecutive output rows.
 
     One `generate` call of `module.generation_model(agents[0])` (the caller groups the agents by
     `module.generation_groups`), stopping at any of `eos` or at `stopping` (HF stopping criteria). With
     repeat > 1 every prompt is prefilled once and its KV cache copied to its `repeat` rows (all but the last
     prompt token; `generate` runs that one per row and samples), instead of prefilling the same prompt
-    `repeat` times: G siblings of a node share one prefill.
+    `repeat` times: G siblings of a node share one prefill. `seed`: sampled by a `SeededSampler` of that seed
+    instead of torch's global generator (for calls that run in threads).
     """
-    from transformers import DynamicCache, GenerationConfig
+    from transformers import DynamicCache, GenerationConfig, LogitsProcessorList
 
     width = max(len(p) for p in prompts)
     ids = torch.full((len(prompts), width), tokenizer.pad_token_id, dtype=torch.long)
@@ -82,14 +108,18 @@ def generate_rows(module: AgentsModule, cfg: ModelConfig, tokenizer: Any, eos: S
     for i, p in enumerate(prompts):  # left padding: every row's last prompt token sits at width - 1
         ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
         mask[i, width - len(p):] = 1
+    dev = module.device
+    sampler = SeededSampler(cfg, seed, dev) if seed is not None and not greedy else None
+    hf_samples = not greedy and sampler is None
     gen_cfg = GenerationConfig(
-        max_new_tokens=cfg.max_new_tokens, do_sample=not greedy, use_cache=True,
-        temperature=None if greedy else cfg.temperature, top_p=None if greedy else cfg.top_p,
-        top_k=None if greedy else cfg.top_k, eos_token_id=list(eos), pad_token_id=tokenizer.pad_token_id,
+        max_new_tokens=cfg.max_new_tokens, do_sample=hf_samples, use_cache=True,
+        temperature=cfg.temperature if hf_samples else None, top_p=cfg.top_p if hf_samples else None,
+        top_k=cfg.top_k if hf_samples else None, eos_token_id=list(eos), pad_token_id=tokenizer.pad_token_id,
         bos_token_id=tokenizer.bos_token_id,
     )
-    extra = {"stopping_criteria": stopping} if stopping is not None else {}
-    dev = module.device
+    extra: dict[str, Any] = {"stopping_criteria": stopping} if stopping is not None else {}
+    if sampler is not None:
+        extra["logits_processor"] = LogitsProcessorList([sampler])
     model = module.generation_model(agents[0])
     if repeat > 1 and width > 1 and min(len(p) for p in prompts) > 1:  # shared prefill of width - 1 tokens
         cache = DynamicCache(config=model.config)

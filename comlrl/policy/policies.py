@@ -8,9 +8,11 @@ load. It asks the module, never the config or the module's type, how the agents 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from itertools import accumulate
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,20 @@ from comlrl.policy.sample import Messages, Sample, agent_name, answer_prefix_of
 log = logging.getLogger(__name__)
 
 VALUE_HEADS = "value_heads.pt"  # beside the agents' weights, when the agents carry value heads
+
+
+def run_side_by_side(calls: Sequence[Callable[[], Any]]) -> list[Any]:
+    """Each call's result, in order: the calls in threads of one torch thread each, as many at once as torch had
+    threads (one call each while they run; torch's thread count is restored after)."""
+    threads = torch.get_num_threads()
+    if threads < 2:
+        return [call() for call in calls]
+    torch.set_num_threads(1)
+    try:
+        with ThreadPoolExecutor(max_workers=min(threads, len(calls))) as pool:
+            return list(pool.map(lambda call: call(), calls))
+    finally:
+        torch.set_num_threads(threads)
 
 
 class AgentPolicies:
@@ -120,19 +136,31 @@ class AgentPolicies:
         completions: list[list[int]] = [[] for _ in rows]
         was_training = self.module.training
         self.module.eval()
+        groups = self.module.generation_groups([agent for agent, _ in requests])
+        # several calls (agents with models of their own) on CPU run side by side, one core each: a decode step of a
+        # small model is bound by one core, not by the machine (benchmarks/compat_speed.py); each call then samples
+        # from a generator of its own, seeded from torch's in group order, so the samples do not depend on the
+        # threads (or on how many cores there are)
+        side_by_side = len(groups) > 1 and self.module.device.type == "cpu"
+        seeds = [int(torch.randint(2**62, ())) if side_by_side else None for _ in groups]
+        calls = []
+        for group, seed in zip(groups, seeds, strict=True):
+            tok = self.tokenizers[requests[group[0]][0]]
+            sizes = {counts[r] for r in group}
+            # one count: each prompt prefilled once for its rows; several: each row its own prompt copy,
+            # still one call (one decode pass)
+            repeat = sizes.pop() if len(sizes) == 1 else 1
+            order = [r for r in group for _ in range(1 if repeat > 1 else counts[r])]
+            agents = [requests[r][0] for r in order]
+            stopping = stop_criterion(self._stop_criteria, self.paths[agents[0]], tok, stops) if stops else None
+            calls.append(functools.partial(generate_rows, self.module, self.cfg, tok,
+                                           sorted({e for a in agents for e in self.eos_ids[a]}), agents,
+                                           [prompts[r][0] for r in order], greedy, stopping, repeat=repeat,
+                                           seed=seed))
         try:
-            for group in self.module.generation_groups([agent for agent, _ in requests]):
-                tok = self.tokenizers[requests[group[0]][0]]
-                sizes = {counts[r] for r in group}
-                # one count: each prompt prefilled once for its rows; several: each row its own prompt copy,
-                # still one call (one decode pass)
-                repeat = sizes.pop() if len(sizes) == 1 else 1
-                order = [r for r in group for _ in range(1 if repeat > 1 else counts[r])]
-                agents = [requests[r][0] for r in order]
-                stopping = stop_criterion(self._stop_criteria, self.paths[agents[0]], tok, stops) if stops else None
-                outs = iter(generate_rows(self.module, self.cfg, tok,
-                                          sorted({e for a in agents for e in self.eos_ids[a]}), agents,
-                                          [prompts[r][0] for r in order], greedy, stopping, repeat=repeat))
+            for group, rows_out in zip(groups, run_side_by_side(calls) if side_by_side else [c() for c in calls],
+                                       strict=True):
+                outs = iter(rows_out)
                 for r in group:  # the rows come back request by request, each request's consecutive
                     for s in range(counts[r]):
                         completions[first[r] + s] = next(outs)

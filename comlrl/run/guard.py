@@ -129,6 +129,9 @@ def stop_line(cfg: RunConfig, what: str = "interrupted") -> str:
         return f"{what} {where}; checkpoint step-{checkpoint_step(latest)} is intact; resume with --resume {out}"
     if done == 0 and not t.resume:
         return f"{what} {where}; nothing was kept: the same command starts the run again"
+    if t.save_total_limit == 0:
+        return (f"{what} {where}; this run keeps no checkpoint (training.save_total_limit=0): --resume {out} "
+                "starts it again from step 0")
     return (f"{what} {where}; no checkpoint was written yet (training.save_every={t.save_every}); "
             f"--resume {out} starts it again from step 0")
 

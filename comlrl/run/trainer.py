@@ -263,9 +263,10 @@ def progress_numbers(metrics: dict[str, float], num_turns: int, headline: tuple[
     return out
 
 
-def run(cfg: RunConfig, callbacks: Sequence[Any] = ()) -> int:
+def run(cfg: RunConfig, callbacks: Sequence[Any] = (), report: bool = True) -> int:
     """Train as configured; `callbacks` (the Python API's: comlrl or transformers `TrainerCallback`s) see every
-    step, evaluation and checkpoint and may end the run early (comlrl/run/callbacks.py)."""
+    step, evaluation and checkpoint and may end the run early (comlrl/run/callbacks.py). `report=False`: no
+    plots, tree page or model card at the end (a run whose folder is thrown away)."""
     quiet_console()  # again for callers other than scripts/train.py (idempotent)
     check_output_dir(cfg)  # before anything loads: an earlier run's outputs are never replaced unasked
     out = Path(cfg.training.output_dir)
@@ -302,6 +303,8 @@ def run(cfg: RunConfig, callbacks: Sequence[Any] = ()) -> int:
         return sum_over_ranks(acc, [float(asked)])[0] > 0
 
     def save(step: int) -> None:
+        if cfg.training.save_total_limit == 0:  # a run that keeps no checkpoint writes none (the final weights only)
+            return
         path = save_checkpoint(comp.trained(), step, ckpt_root)
         if acc.is_main_process:
             prune_checkpoints(ckpt_root, cfg.training.save_total_limit)
@@ -391,7 +394,7 @@ def run(cfg: RunConfig, callbacks: Sequence[Any] = ()) -> int:
         with stops_held():
             print(f"done: {plural(finished, 'step')}; outputs in {out.resolve()} "
                   f"({', '.join(name for name in RUN_OUTPUTS if (out / name).exists())})")
-            for line in write_report(out, finished):
+            for line in write_report(out, finished) if report else ():
                 print(line)
     return 0
 

@@ -184,12 +184,13 @@ class CompatTrainer:
         epoch_steps = -(-len(self.train_items) // cfg.training.trees_per_step)
         if checkpoint_dir is not None or resume:
             cfg.training.save_every = checkpoint_interval * epoch_steps
-        elif self._scratch is not None:  # no checkpoint asked for: one at the end (the run's own), in the scratch
-            cfg.training.save_every, cfg.training.save_total_limit = 0, 1
+        elif self._scratch is not None:  # no checkpoint asked for: none written, as 1.4.3 writes none
+            cfg.training.save_every, cfg.training.save_total_limit = 0, 0
+            cfg.logging.tensorboard = False  # nobody reads a folder removed with the trainer
         self.output_dir = Path(cfg.training.output_dir)
         log.info("%s: training in %s", type(self).__name__, self.output_dir)
         rows = None if resume else task_rows(self.train_items, self.eval_items)
-        self.result = run_train(cfg, dataset=rows)
+        self.result = run_train(cfg, dataset=rows, report=self._scratch is None)
 
     def save_model(self, output_dir: str | Path) -> None:
         """Each agent's trained model as a plain folder `output_dir/agent_<i>/` (weights and tokenizer, as 1.4.3

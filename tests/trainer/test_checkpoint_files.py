@@ -103,8 +103,8 @@ def test_a_resume_starts_at_the_chosen_checkpoint_or_the_latest(tmp_path: Path) 
     (["training.resume_from={other}/checkpoints/step-1"], "config error: training.resume_from='{other}/checkpoints/"
      "step-1' is not allowed; expected a checkpoint folder of this run ({run}/checkpoints/step-<k> with its "
      "meta.json)"),
-    (["training.save_total_limit=0"], "config error: training.save_total_limit=0 is not allowed; expected an "
-                                      "integer >= 1 or null (keep every checkpoint)"),
+    (["training.save_total_limit=-1"], "config error: training.save_total_limit=-1 is not allowed; expected an "
+                                       "integer >= 0 (0: write none) or null (keep every checkpoint)"),
 ])
 def test_bad_checkpoint_keys_are_one_line(tmp_path: Path, over: list[str], message: str) -> None:
     run, other = tmp_path / "run", tmp_path / "other"
@@ -143,3 +143,16 @@ def test_a_whole_checkpoint_of_another_shape_says_the_config_changed_never_to_st
     weights = torch.nn.Linear(2, 2)
     with pytest.raises(CheckpointError, match="does not fit this run's model .*size mismatch"):
         _reading(ckpt, "weights", lambda _: weights.load_state_dict(torch.nn.Linear(3, 2).state_dict()))
+
+
+def test_a_run_that_keeps_no_checkpoint_is_never_told_to_resume_from_one(tmp_path: Path) -> None:
+    """training.save_total_limit=0 writes no checkpoint (a CoMLRL script's scratch run): stopped mid-run, the
+    line says a resume starts again from step 0, never that a checkpoint is intact."""
+    from comlrl.run.guard import stop_line
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text('{"step": 1}\n{"step": 2}\n')
+    cfg = load_config(None, [f"training.output_dir={run}", "training.save_total_limit=0", "training.steps=5"])
+    assert stop_line(cfg, "stopped") == (f"stopped during step 3; this run keeps no checkpoint "
+                                         f"(training.save_total_limit=0): --resume {run} starts it again from step 0")
