@@ -34,7 +34,8 @@ def test_every_console_script_names_a_main_and_every_shim_has_one() -> None:
         assert callable(getattr(importlib.import_module(module), attr)), target
         targets.add(module)
     assert targets == set(SHIMS.values())  # a shim per command, a command per shim
-    assert {p.stem for p in (ROOT / "scripts").glob("*.py")} == set(SHIMS)
+    # the scripts that are no command: the docs' generator (docs/reference/config.md)
+    assert {p.stem for p in (ROOT / "scripts").glob("*.py")} - {"gen_docs_reference"} == set(SHIMS)
 
 
 @pytest.mark.parametrize("shim", sorted(SHIMS))
