@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from comlrl.errors import ConfigError
+from comlrl.run.hf_callbacks import RunArgs, TransformersHooks, transformers_style
+from comlrl.run.run_state import TrainerControl, TrainerState
 
 if TYPE_CHECKING:
     from comlrl.config.schema import RunConfig
@@ -32,24 +33,6 @@ if TYPE_CHECKING:
 __all__ = ["CallbackList", "TimeBudget", "TrainerCallback", "TrainerControl", "TrainerState", "check_callbacks"]
 
 log = logging.getLogger("comlrl")
-
-
-@dataclass
-class TrainerState:
-    """Where the run stands: the step just finished (0 before training), `training.steps`, the output folder
-    and every metrics line so far (metrics.jsonl's, in order)."""
-
-    global_step: int
-    max_steps: int
-    output_dir: Path
-    log_history: list[dict[str, Any]] = field(default_factory=list)
-
-
-@dataclass
-class TrainerControl:
-    """What callbacks ask of the run."""
-
-    should_training_stop: bool = False
 
 
 class TrainerCallback:
@@ -86,8 +69,6 @@ class TimeBudget(TrainerCallback):
 def check_callbacks(callbacks: Sequence[Any]) -> list[Any]:
     """The callbacks, each a comlrl `TrainerCallback` or a transformers-style one (comlrl/run/hf_callbacks.py);
     anything else is one config error naming it."""
-    from comlrl.run.hf_callbacks import transformers_style
-
     for cb in callbacks:
         if not isinstance(cb, TrainerCallback) and not transformers_style(cb):
             raise ConfigError(f"config error: callbacks: {type(cb).__name__} is not a comlrl TrainerCallback or a "
@@ -142,8 +123,6 @@ class CallbackList:
     on views of the same state and control, so a stop asked either way is the same stop)."""
 
     def __init__(self, callbacks: Sequence[Any], state: TrainerState, cfg: RunConfig | None = None) -> None:
-        from comlrl.run.hf_callbacks import RunArgs, TransformersHooks
-
         self.callbacks = tuple(check_callbacks(callbacks))
         self.state = state
         self.control = TrainerControl()

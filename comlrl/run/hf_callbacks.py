@@ -1,7 +1,7 @@
 """Callbacks written the transformers way (`transformers.TrainerCallback`), called the way they expect:
 `hook(args, state, control, **kwargs)`, where this project's own hooks take `(state, control, metrics)`.
 
-The run keeps one `TrainerState` and one `TrainerControl` (comlrl/run/callbacks.py); a transformers callback
+The run keeps one `TrainerState` and one `TrainerControl` (comlrl/run/run_state.py); a transformers callback
 gets views of them shaped like transformers': `state.global_step` is the run's, `state.log_history` the
 same list, and `control.should_training_stop = True` is the run's own stop, with the same meaning. Which
 convention a callback follows is decided once, when the run's callback list is built.
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from comlrl.config.schema import RunConfig
-    from comlrl.run.callbacks import TrainerControl, TrainerState
+    from comlrl.run.run_state import TrainerControl, TrainerState
 
 __all__ = ["HOOKS", "ControlView", "RunArgs", "StateView", "TransformersHooks", "transformers_style"]
 
