@@ -1,7 +1,8 @@
 """Nodes of different G in one call against one call per distinct G (issue 39).
 
-`rollout.solved_generations` gives a level nodes of two sizes, and the budgeted tree's second draw
-(`rollout.budget: split`) gives each node its own extra count. Before per-request counts, each distinct
+`rollout.solved_generations` gives a level nodes of two sizes, and the budgeted tree's second draw (a split
+budget, since measured and removed: docs/results.md#what-did-not-work) gave each node its own extra count.
+Before per-request counts, each distinct
 count was its own `generate` call: a decode pass each, and a pass lasts about as long as its longest
 completion whatever its batch. This times both ways on the embedded model's vLLM CPU engine, on
 learn_easy_T1's first four training problems (two agents, turn-1 prompts, 128 new tokens at temperature

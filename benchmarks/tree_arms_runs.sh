@@ -3,17 +3,14 @@
 # counted), seed by seed, then benchmarks/tree_arms.py compares them.
 # Usage: benchmarks/tree_arms_runs.sh OUT_DIR CONFIG MINUTES SEED [SEED ...]
 #   e.g. benchmarks/tree_arms_runs.sh runs/arms learn_easy_T1 12 0 1 2
-# Arms (ARMS="fixed redraw split" by default; `solved` is for two-turn configs):
+# Arms (ARMS="fixed share" by default; `solved` is for two-turn configs). The redraw, split and branch arms were
+# measured and their switches removed (docs/results.md#what-did-not-work):
 #   fixed   the fixed tree: every switch off, whatever the config ships; on learn_easy_T1, which ships wideshare,
 #           the align tree of 8 samples per agent on 4 problems a step it shipped before (coop_T1_G8's own tree)
-#   redraw  rollout.redraw_tied=2
-#   split   rollout.budget=split
 #   solved  rollout.solved_generations=2
 #   share   magrpo.advantage.train_per_group=4 (each group trains 4 of its completions, unbiased)
 #   cross   magrpo.joint_mode=cross (every pairing of the drawn completions scored: at T=1 no extra sample)
 #   crossshare  cross and share together (every pairing scored, each group trains 4 of its completions)
-#   branch  rollout.branch.samples=1 rollout.branch.min_prefix=8 magrpo.num_generations=4: half the trunks, one
-#           more continuation from each one's first surprising token past 8 tokens (about the fixed tree's tokens)
 #   wideshare  the fixed tree's 64 completions a step spread over twice the problems: cross, G = 4, 8 trees a step,
 #           each group training 2 of its 4 completions (the pair's 32 trained completions, from 8 problems not 4)
 # EXTRA="key=value ..." adds overrides to every run (e.g. a tiny-random smoke check of the script itself).
@@ -28,16 +25,13 @@ py=${PYTHON:-python}
 # and the tree it departs from: learn_easy_T1 ships wideshare, its arms are measured from the fixed tree
 tree=""
 [[ $config == learn_easy_T1 ]] && tree="magrpo.joint_mode=align magrpo.num_generations=8 training.trees_per_step=4"
-off="$tree rollout.redraw_tied=0 rollout.budget=fixed rollout.solved_generations=null magrpo.advantage.train_per_group=null
-     rollout.branch.samples=0"
+off="$tree rollout.solved_generations=null magrpo.advantage.train_per_group=null"
 share="magrpo.advantage.train_per_group=4"; cross="magrpo.joint_mode=cross"
-declare -A switch=([fixed]="$off" [redraw]="$off rollout.redraw_tied=2" [split]="$off rollout.budget=split"
-                   [solved]="$off rollout.solved_generations=2" [share]="$off $share" [cross]="$off $cross"
-                   [crossshare]="$off $cross $share"
-                   [branch]="$off rollout.branch.samples=1 rollout.branch.min_prefix=8 magrpo.num_generations=4"
+declare -A switch=([fixed]="$off" [solved]="$off rollout.solved_generations=2" [share]="$off $share"
+                   [cross]="$off $cross" [crossshare]="$off $cross $share"
                    [wideshare]="$off $cross magrpo.num_generations=4 training.trees_per_step=8
                                 magrpo.advantage.train_per_group=2")
-arms=${ARMS:-fixed redraw split}
+arms=${ARMS:-fixed share}
 mkdir -p "$out"
 for seed in "$@"; do
   for arm in $arms; do

@@ -75,18 +75,6 @@ def test_off_samples_g_everywhere_in_one_call_per_turn() -> None:
     assert calls == [(2, 4), (8, 4)] and {len(c.completions[0]) for c in root.children.values()} == {4}
 
 
-def test_a_redraw_keeps_each_node_s_own_g() -> None:
-    """A tied last-turn node of a solved path is drawn again with its own two samples per agent."""
-    shape = TreeShape(2, 4, 2, "align", None, redraws=1, solved_generations=2)
-    root, calls = grow(shape, [1.0, 0.0, 0.0, 0.0], solved={0}, child_rewards={0: 1.0, 1: 0.0, 2: 0.0, 3: 0.0},
-                       flat=frozenset({0}))
-    # turn 2: the solved path's child at 2, the three unsolved ones' at 4, in one call; it ties, and is drawn
-    # again at 2
-    assert calls == [(2, 4), (8, [2, 2, 4, 4, 4, 4, 4, 4]), (2, 2)]
-    assert root.children[0].redraws == 1 and len(root.children[0].completions[0]) == 2
-    assert [root.children[j].redraws for j in (1, 2, 3)] == [0, 0, 0]
-
-
 def test_every_joint_action_of_a_mixed_level_grows_a_child() -> None:
     """Three turns: at turn 2 the solved path's node has 2 joint actions and the others 4, and each grows a
     child per joint action of its own (the expander once gave every node of the level the last G drawn's
@@ -100,9 +88,8 @@ def test_every_joint_action_of_a_mixed_level_grows_a_child() -> None:
 
 @pytest.mark.parametrize(("overrides", "needle"), [
     (["rollout.solved_generations=1"], "rollout.solved_generations=1 is not allowed; expected an integer >= 2"),
-    (["rollout.solved_generations=2", "rollout.budget=split"], "expected fixed with rollout.solved_generations set"),
 ])
-def test_config_refuses_a_group_of_one_and_the_split(overrides, needle) -> None:
+def test_config_refuses_a_group_of_one(overrides, needle) -> None:
     with pytest.raises(ConfigError) as err:
         load_config(None, overrides)
     assert needle in str(err.value)

@@ -93,9 +93,10 @@ def main(argv: list[str] | None = None) -> int:
 
     quiet_console()  # before torch, transformers and vLLM are imported: some of it is read at import
     share_cores()
+    from comlrl.run.components import build
     from comlrl.run.evaluation import Evaluator
     from comlrl.run.report import category_lines, paired_lines
-    from comlrl.run.trainer import build, evaluation_summary
+    from comlrl.run.run_parts import evaluation_summary
 
     comp = build(cfg, for_training=False)
     if sys.stderr.isatty() and comp.accelerator.is_main_process:  # the phase on one line, as training shows it

@@ -13,8 +13,8 @@ Each run is one line colour in every figure:
   pruned.png: the fraction of nodes pruned by early termination, all turns and each turn
   loss.png: the training loss
   cooperation.png: the helper-call rates of code tasks (only for runs that log them)
-  signal.png: the share of generated completions that sat in a sibling group with signal, and the redraws of
-      tied nodes (rollout.redraw_tied), per step (only for runs that log them)
+  signal.png: the share of generated completions that sat in a sibling group with signal, per step (only for
+      runs that log it)
 and summary.md: a markdown table of each run's final figures (eval pass@1: greedy, else sampled, labelled
 so) and wall time (sum of step_seconds), also printed.
 

@@ -24,7 +24,6 @@ from comlrl.models import AGENT_MODES, DTYPES
 from comlrl.tasks.datasets import DATASET_NAMES
 from comlrl.tasks.reward_funcs import validate_specs
 from comlrl.tree.nodes import JOINT_MODES
-from comlrl.tree.rollout import BUDGETS
 from feedback.context import CONTEXTS, SLICE_OF, normalize_slice
 from sandbox.isolation import LEVELS as ISOLATION_LEVELS
 
@@ -53,7 +52,7 @@ def choices() -> dict[str, tuple[str, ...]]:
         "magrpo.advantage.baseline": ESTIMATORS.names(), "magrpo.advantage.scale": SCALES,
         "magrpo.loss.aggregation": LOSSES.names(), "magrpo.lr_schedule": LR_SCHEDULES,
         "external.sandbox_slice_of": SLICE_OF, "external.passed_context": CONTEXTS,
-        "sandbox.isolation": ("auto", *ISOLATION_LEVELS), "rollout.engine": ENGINES, "rollout.budget": BUDGETS,
+        "sandbox.isolation": ("auto", *ISOLATION_LEVELS), "rollout.engine": ENGINES,
         "task.name": TASKS.names(), "task.reward": REWARDS.names(),
         "external.mode": (*modes, "expert_edits"), "external.expert_fallback": modes,
     }
@@ -113,32 +112,6 @@ def _validate_magrpo(cfg: RunConfig, agents: int) -> None:
     require(m.num_agents == agents, "magrpo.num_agents", m.num_agents, f"{agents} for task.name={cfg.task.name}"
             + (f" with algorithm.name={cfg.algorithm.name} (one policy writes every role)" if agents == 1 and
                ALGORITHMS.get(cfg.algorithm.name).centralized else ""))
-    if cfg.rollout.budget == "split":  # a second draw of unequal size per node: docs/algorithm.md
-        require(JOINT_MODE_ALIASES.get(m.joint_mode, m.joint_mode) == "align", "rollout.budget", cfg.rollout.budget,
-                "fixed with magrpo.joint_mode=cross (a split draw's samples pair by index: align mode)")
-        require(m.advantage.baseline in ("mean", "loo"), "rollout.budget", cfg.rollout.budget,
-                f"fixed with magrpo.advantage.baseline={m.advantage.baseline} (the second draw is centred "
-                "leave-one-out: mean or loo)")
-        require(cfg.rollout.redraw_tied == 0, "rollout.budget", cfg.rollout.budget,
-                "fixed with rollout.redraw_tied > 0 (one way of spending the last turn's samples at a time)")
-        require(cfg.rollout.solved_generations is None, "rollout.budget", cfg.rollout.budget,
-                "fixed with rollout.solved_generations set (the split draws every last-turn node from G; set "
-                "rollout.solved_generations=null)")
-    branch = cfg.rollout.branch.samples
-    if branch:  # continuations of a prefix, scored in their trunk's joint action: docs/algorithm.md
-        refused = [
-            (JOINT_MODE_ALIASES.get(m.joint_mode, m.joint_mode) != "align",
-             f"magrpo.joint_mode={m.joint_mode} (a branch is scored in its trunk's joint action: align mode)"),
-            (cfg.algorithm.name != "magrpo", f"algorithm.name={cfg.algorithm.name} (magrpo trains the branches)"),
-            (loss.aggregation != "token_mean", f"magrpo.loss.aggregation={loss.aggregation} (a continuation "
-             "weighs 1 / (K + 1) of its tokens: token_mean)"),
-            (m.advantage.train_per_group is not None, "magrpo.advantage.train_per_group set"),
-            (cfg.rollout.budget != "fixed", f"rollout.budget={cfg.rollout.budget}"),
-            (cfg.rollout.engine == "hf", "rollout.engine=hf (where to branch is read from the engine's log-probs "
-             "of the sampled tokens: vllm or vllm_server)"),
-            (cfg.rollout.atropos.url is not None, "rollout.atropos.url (Atropos's groups are not trees)")]
-        for bad, what in refused:
-            require(not bad, "rollout.branch.samples", branch, f"0 with {what}")
     if JOINT_MODE_ALIASES.get(m.joint_mode, m.joint_mode) == "cross":
         per_node = m.num_generations ** m.num_agents
         require(per_node <= 4096, "magrpo.num_generations", m.num_generations,

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from comlrl.errors import require
-from comlrl.tree.branching import BranchShape
 
 if TYPE_CHECKING:  # the engines hold policies built elsewhere: importing the names loads no torch
     from comlrl.policy import AgentPolicies, Messages, Sample
@@ -60,26 +59,6 @@ class AtroposSettings:
 
 
 @dataclass
-class BranchSettings:
-    """`rollout.branch`: branching inside a completion (docs/algorithm.md, "Branching inside a completion")."""
-
-    # continuations drawn from each last-turn completion's first surprising token; 0 = off (the fixed tree)
-    samples: int = 0
-    # a token sampled with -log p at least this (nats) is surprising: the completion is cut after it
-    surprisal: float = 2.0
-    min_prefix: int = 1  # tokens a prefix keeps at least
-
-    def check(self) -> None:
-        require(self.samples >= 0, "rollout.branch.samples", self.samples, "an integer >= 0 (0 = off)")
-        require(self.surprisal > 0, "rollout.branch.surprisal", self.surprisal, "a number of nats > 0")
-        require(self.min_prefix >= 1, "rollout.branch.min_prefix", self.min_prefix, "an integer >= 1")
-
-    def shape(self) -> BranchShape | None:
-        """What the tree expander reads; None when off."""
-        return BranchShape(self.samples, self.surprisal, self.min_prefix) if self.samples else None
-
-
-@dataclass
 class RolloutConfig:
     """The `rollout` section: which engine samples the rollouts, and the correction for its log-prob gap."""
 
@@ -89,26 +68,20 @@ class RolloutConfig:
     # truncated importance sampling: each token's loss is weighted by min(pi_train / pi_engine, cap) when
     # the engine's log-probs differ from the trainer's (vllm); null = no correction (the gap is still logged)
     is_cap: float | None = 2.0
-    # signal-seeking groups: a last-turn node whose joint actions all score alike (no advantage for a centring
-    # estimator) is drawn again, G fresh samples per agent, up to this many times; 0 = the fixed tree
-    redraw_tied: int = 0
-    # the budgeted tree: fixed (G samples per agent at every node) | split (at the last turn, G // 2 per node,
-    # then the level's other half split across its nodes by the spread of their first draw's rewards)
-    budget: str = "fixed"
     # samples per agent at a node whose parent joint action solved the problem (its turns after a solved answer
     # cost less: an unbiased estimate of that path's continuation from fewer samples); null = G, as any node
     solved_generations: int | None = None
-    branch: BranchSettings = field(default_factory=BranchSettings)
     vllm: VLLMSettings = field(default_factory=VLLMSettings)
     server: ServerSettings = field(default_factory=ServerSettings)
     atropos: AtroposSettings = field(default_factory=AtroposSettings)
 
+    # transitional, not config keys (a config naming one fails as an unknown key): comlrl/run/trainer.py still
+    # reads the removed switches (docs/results.md#what-did-not-work); drop these with its arguments to TreeShape
+
     def check(self) -> None:
         require(self.is_cap is None or self.is_cap >= 1.0, "rollout.is_cap", self.is_cap, "a number >= 1 or null")
-        require(self.redraw_tied >= 0, "rollout.redraw_tied", self.redraw_tied, "an integer >= 0 (0 = never)")
         require(self.solved_generations is None or self.solved_generations >= 2, "rollout.solved_generations",
                 self.solved_generations, "an integer >= 2 (a sibling group needs two) or null (= G)")
-        self.branch.check()
         v, s = self.vllm, self.server
         require(v.kv_cache_gib >= 1, "rollout.vllm.kv_cache_gib", v.kv_cache_gib, "an integer >= 1")
         require(0 < v.gpu_memory_utilization <= 1, "rollout.vllm.gpu_memory_utilization", v.gpu_memory_utilization,
@@ -132,10 +105,8 @@ class RolloutEngine(Protocol):
     name: str
 
     def generate(self, requests: list[tuple[int, Messages]], num_samples: int | Sequence[int], greedy: bool = False,
-                 stop_strings: Sequence[str] | None = None, prefixes: Sequence[Sequence[int]] | None = None
-                 ) -> list[list[Sample]]:
-        """`num_samples` completions per request (one count for all, or one per request), in request order;
-        `prefixes`: per request, completion token ids its samples continue (see `AgentPolicies.generate`)."""
+                 stop_strings: Sequence[str] | None = None) -> list[list[Sample]]:
+        """`num_samples` completions per request (one count for all, or one per request), in request order."""
         ...
 
     def weights_changed(self) -> None:
@@ -159,12 +130,8 @@ class HFEngine:
         self.policies = policies
 
     def generate(self, requests: list[tuple[int, Messages]], num_samples: int | Sequence[int], greedy: bool = False,
-                 stop_strings: Sequence[str] | None = None, prefixes: Sequence[Sequence[int]] | None = None
-                 ) -> list[list[Sample]]:
-        if prefixes is None:  # the call a policy written before rollout.branch takes
-            return self.policies.generate(requests, num_samples, greedy=greedy, stop_strings=stop_strings)
-        return self.policies.generate(requests, num_samples, greedy=greedy, stop_strings=stop_strings,
-                                      prefixes=prefixes)
+                 stop_strings: Sequence[str] | None = None) -> list[list[Sample]]:
+        return self.policies.generate(requests, num_samples, greedy=greedy, stop_strings=stop_strings)
 
     def weights_changed(self) -> None:
         pass

@@ -23,7 +23,7 @@ import uuid
 from dataclasses import asdict
 from typing import Any
 
-from comlrl.engines.rollout_server import Refused
+from comlrl.engines.refused import Refused
 from comlrl.engines.vllm_runner import Sampling
 
 

@@ -33,13 +33,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from comlrl.engines.refused import Refused
+
 log = logging.getLogger(__name__)
 
 PUSH_WAIT_S = 1800.0  # how long a request for a version not yet pushed waits before it is refused
-
-
-class Refused(Exception):
-    """A request the server answers with 409: the message says why (stale version, version never pushed)."""
 
 
 def verdict(requested: int, held: int | None) -> str:

@@ -191,12 +191,11 @@ class ServerEngine:
         return [[(list(ids), lps) for ids, lps in completions] for completions in answer["outputs"]]
 
     def generate(self, requests: list[tuple[int, Messages]], num_samples: int | Sequence[int], greedy: bool = False,
-                 stop_strings: Sequence[str] | None = None, prefixes: Sequence[Sequence[int]] | None = None
-                 ) -> list[list[Sample]]:
+                 stop_strings: Sequence[str] | None = None) -> list[list[Sample]]:
         if self.pusher and self._pushed != self.version:  # no weights_changed yet (an evaluation-only build)
             self._push()
         return generate_by_agent(self.policies, requests, num_samples, greedy, stop_strings, self._last_agent,
-                                 self._run, prefixes)
+                                 self._run)
 
     def weights_changed(self) -> None:
         """Every rank calls this at the same point (after an optimizer step or a checkpoint load): the pusher

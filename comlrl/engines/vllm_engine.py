@@ -130,8 +130,8 @@ def agent_order(agents: set[int], held: int | None) -> list[int]:
 
 def generate_by_agent(policies: AgentPolicies, requests: list[tuple[int, Messages]], num_samples: int | Sequence[int],
                       greedy: bool, stop_strings: Sequence[str] | None, held: int | None,
-                      run: Callable[[int, list[list[int]], list[Sampling]], list[list[Completion]]],
-                      prefixes: Sequence[Sequence[int]] | None = None) -> list[list[Sample]]:
+                      run: Callable[[int, list[list[int]], list[Sampling]], list[list[Completion]]]
+                      ) -> list[list[Sample]]:
     """`AgentPolicies.generate`'s contract on an engine that serves one agent's weights at a time: the
     requests are grouped by agent (the held one first) and each group goes to `run(agent, prompts,
     sampling)` in one call. One seed per request, drawn in request order from the trainer's torch seed,
@@ -139,21 +139,21 @@ def generate_by_agent(policies: AgentPolicies, requests: list[tuple[int, Message
     pol, cfg = policies, policies.cfg
     counts = sample_counts(num_samples, len(requests))
     stops = tuple(pol.stop_strings if stop_strings is None else stop_strings)
-    prompts, conts = pol.continued_prompts(requests, prefixes)  # a branch's prefix ends its prompt
+    prompts = [pol.prompt_ids(agent, msgs) for agent, msgs in requests]
     results: list[list[Sample]] = [[] for _ in requests]
     seeds = [0 if greedy else int(torch.randint(0, 2**31 - 1, (1,))) for _ in requests]
     for agent in agent_order({a for a, _ in requests}, held):
         mine = [r for r, (a, _) in enumerate(requests) if a == agent]
         # greedy: n must be 1, so a request's samples are separate (identical) prompts
         rows = [r for r in mine for _ in range(counts[r] if greedy else 1)]
-        sampling = [Sampling(max_tokens=cfg.max_new_tokens - len(conts[r]), stop=stops,
+        sampling = [Sampling(max_tokens=cfg.max_new_tokens, stop=stops,
                              stop_token_ids=tuple(pol.eos_ids[agent]), greedy=greedy, n=counts[r],
                              temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k or 0, seed=seeds[r])
                     for r in rows]
         outs = run(agent, [list(prompts[r][0]) for r in rows], sampling)
         for r, completions in zip(rows, outs, strict=True):
             for ids, lps in completions:
-                results[r].append(pol.make_sample(agent, requests[r][1], prompts[r], ids, stops, lps, conts[r]))
+                results[r].append(pol.make_sample(agent, requests[r][1], prompts[r], ids, stops, lps))
     return results
 
 
@@ -197,10 +197,8 @@ class VLLMEngine:
         self.weights.refresh()  # ZeRO-3: every rank gathers here, together
 
     def generate(self, requests: list[tuple[int, Messages]], num_samples: int | Sequence[int], greedy: bool = False,
-                 stop_strings: Sequence[str] | None = None, prefixes: Sequence[Sequence[int]] | None = None
-                 ) -> list[list[Sample]]:
-        return generate_by_agent(self.policies, requests, num_samples, greedy, stop_strings, self._held, self._run,
-                                 prefixes)
+                 stop_strings: Sequence[str] | None = None) -> list[list[Sample]]:
+        return generate_by_agent(self.policies, requests, num_samples, greedy, stop_strings, self._held, self._run)
 
     def idle(self) -> None:
         """The rollout is over: on GPU, give the memory to the update (weights offloaded, KV cache freed)."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from comlrl.tree.branching import branch_advantages
 from comlrl.tree.budget import spread
 from comlrl.tree.nodes import Node, tied
 
@@ -79,17 +78,10 @@ def completion_values(
 
 def group_advantages(
     values: Sequence[float], baseline: str = "mean", scale: str = "group", eps: float = 1e-6,
-    first: int | None = None,
 ) -> list[float] | None:
     """Advantages of one sibling group, or None when the group carries no signal: all values equal with
     a baseline (every advantage would be 0) or with group scaling (no spread to scale by). Without a
-    baseline or scaling (REINFORCE on raw returns) equal non-zero values still push their completions.
-
-    `first` (the budgeted tree, `Node.first_draw`): values from index `first` on were drawn because of the
-    first draw's spread, so how many there are depends on the first draw's rewards. The first draw's values
-    are centred on the first draw alone (the estimator's baseline), each later one on every other value of the
-    group (leave-one-out): neither baseline depends on the value it is subtracted from, so each stays unbiased
-    (docs/algorithm.md, "A budgeted tree"). Scaling uses the whole group's spread."""
+    baseline or scaling (REINFORCE on raw returns) equal non-zero values still push their completions."""
     n = len(values)
     if n < 2:
         raise ValueError("a sibling group needs at least 2 completions")
@@ -100,13 +92,7 @@ def group_advantages(
     estimator = ESTIMATORS[baseline]
     if tied(values) and (estimator.centres or scale == "group" or not any(values)):
         return None
-    if first is not None and first < n:
-        if baseline not in ("mean", "loo"):
-            raise ValueError(f"baseline={baseline!r} with a second draw; expected mean or loo")
-        total = sum(values)
-        centred = estimator.centre(values[:first]) + [v - (total - v) / (n - 1) for v in values[first:]]
-    else:
-        centred = estimator.centre(values)
+    centred = estimator.centre(values)
     if scale == "group":
         std = spread(values)
         centred = [c / (std + eps) for c in centred]
@@ -130,17 +116,7 @@ def assign_advantages(
             node.advantages = []
             for agent, row in enumerate(node.completions):
                 values = completion_values(node.joint, node.returns, agent, len(row), credit)
-                mine = [br for br in node.branches if br.agent == agent]
-                if mine:  # rollout.branch: the prefixes' group and each branched trunk's continuations
-                    split = branch_advantages(values, {br.trunk: br.rewards for br in mine},
-                                              lambda v: group_advantages(v, baseline, scale, eps))
-                    for br in mine:
-                        br.advantages = split.continuations[br.trunk]
-                        stats.groups += 1
-                        stats.skipped += br.advantages is None
-                    adv = split.prefix
-                else:
-                    adv = group_advantages(values, baseline, scale, eps, node.first_draw)
+                adv = group_advantages(values, baseline, scale, eps)
                 stats.groups += 1
                 stats.skipped += adv is None
                 node.advantages.append(adv)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,6 +37,7 @@ from comlrl.learn.replay import PreferenceRounds
 from comlrl.learn.subsample import train_subsample
 from comlrl.learn.units import (
     Algorithm,
+    LearnConfig,
     MetricSums,
     MicroBatch,
     StateValues,
@@ -49,9 +50,6 @@ from comlrl.tree.nodes import Node
 
 if TYPE_CHECKING:
     import torch
-
-    from comlrl.config.schema import RunConfig
-    from comlrl.policy.sample import Sample
 
 
 @dataclass
@@ -94,18 +92,16 @@ class CriticConfig:
 
 # ---- magrpo: group-relative policy gradient ------------------------------------------------------------
 
-def _advantage_units(roots: Sequence[Node], cfg: RunConfig, values: StateValues | None
+def _advantage_units(roots: Sequence[Node], cfg: LearnConfig, values: StateValues | None
                      ) -> tuple[list[Unit], AdvantageStats]:
     m = cfg.magrpo
     stats = assign_advantages(list(roots), m.advantage.baseline, m.advantage.scale, m.advantage.eps,
                               credit=m.advantage.credit)
     nodes = [node for root in roots for node in root.walk()]
-    groups = [(node.completions[a], adv) for node in nodes if not node.branches
-              for a, adv in enumerate(node.advantages) if adv is not None]
+    groups = [(node.completions[a], adv) for node in nodes for a, adv in enumerate(node.advantages) if adv is not None]
     size = m.advantage.train_per_group
     if size is None:
-        return [Unit((row[k],), (float(adv[k]),)) for row, adv in groups for k in range(len(adv))] + [
-            u for node in nodes if node.branches for u in branched_units(node)], stats
+        return [Unit((row[k],), (float(adv[k]),)) for row, adv in groups for k in range(len(adv))], stats
     # seeded per step and rank by the trainer (torch.manual_seed before the rollout): reproducible draws
     import torch
 
@@ -119,41 +115,9 @@ def _advantage_units(roots: Sequence[Node], cfg: RunConfig, values: StateValues 
     return units, stats
 
 
-def branched_units(node: Node) -> list[Unit]:
-    """A node with branches (`rollout.branch`; docs/algorithm.md, "Branching inside a completion"): per agent,
-    each trunk's prefix (the whole completion where it did not branch) on the prefixes' advantage, then each
-    branched trunk's K + 1 continuations (its own rest first) on theirs, weighted 1 / (K + 1): together they are
-    one sample of the suffix's gradient. A prefix that continues has no EOS: its every token trains."""
-    units: list[Unit] = []
-    for agent, adv in enumerate(node.advantages):
-        row = node.completions[agent]
-        cut = {br.trunk: br for br in node.branches if br.agent == agent}
-        if adv is not None:
-            units += [Unit((_head(s, cut[g].prefix) if g in cut else s,), (float(adv[g]),)) for g, s in enumerate(row)]
-        for g, br in sorted(cut.items()):
-            if br.advantages is not None:
-                rest = (_tail(row[g], br.prefix), *br.samples)
-                units.append(Unit(rest, tuple(map(float, br.advantages)), weights=(1 / len(rest),) * len(rest)))
-    return units
-
-
-def _head(sample: Sample, p: int) -> Sample:
-    """The first `p` tokens of a completion, a prefix that continues (not finished)."""
-    lps = sample.logprobs
-    return replace(sample, completion_ids=sample.completion_ids[:p], finished=False,
-                   logprobs=None if lps is None else lps[:p])
-
-
-def _tail(sample: Sample, p: int) -> Sample:
-    """The rest of a completion after its first `p` tokens, its prompt ending with them (as a branch's does)."""
-    lps = sample.logprobs
-    return replace(sample, prompt_ids=sample.prompt_ids + sample.completion_ids[:p],
-                   completion_ids=sample.completion_ids[p:], logprobs=None if lps is None else lps[p:])
-
-
 # ---- madpo: DPO on sibling pairs -----------------------------------------------------------------------
 
-def madpo_pairs(roots: Sequence[Node], cfg: RunConfig) -> list[Pair]:
+def madpo_pairs(roots: Sequence[Node], cfg: LearnConfig) -> list[Pair]:
     """The step's DPO pairs labeled by the task: each node's and agent's siblings ranked by value
     (algorithm.dpo.pairs, pairs_per_node, min_gap)."""
     import torch
@@ -172,7 +136,7 @@ def pair_units(roots: Sequence[Node], pairs: Sequence[Pair]) -> tuple[list[Unit]
     return units, AdvantageStats(groups=groups, skipped=groups - with_pairs)
 
 
-def _pair_units(roots: Sequence[Node], cfg: RunConfig, values: StateValues | None
+def _pair_units(roots: Sequence[Node], cfg: LearnConfig, values: StateValues | None
                 ) -> tuple[list[Unit], AdvantageStats]:
     return pair_units(roots, madpo_pairs(roots, cfg))
 
@@ -203,7 +167,7 @@ def _critic_units(joint: bool) -> Callable[..., tuple[list[Unit], AdvantageStats
     node, holding every agent's completions there with their advantages (target - V(state), V before the
     update) and value targets (TD(lambda) over the tree, `comlrl.learn.critic`)."""
 
-    def units(roots: Sequence[Node], cfg: RunConfig, values: StateValues | None
+    def units(roots: Sequence[Node], cfg: LearnConfig, values: StateValues | None
               ) -> tuple[list[Unit], AdvantageStats]:
         assert values is not None, "an actor-critic algorithm needs the critic's state values"
         m, c = cfg.magrpo, cfg.algorithm.critic

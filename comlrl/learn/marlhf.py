@@ -12,6 +12,7 @@ from comlrl.errors import require
 from comlrl.learn.advantages import AdvantageStats
 from comlrl.learn.replay import PreferenceRounds
 from comlrl.learn.units import (
+    LearnConfig,
     MetricSums,
     MicroBatch,
     StateValues,
@@ -25,8 +26,6 @@ from comlrl.tree.nodes import Node
 
 if TYPE_CHECKING:
     import torch
-
-    from comlrl.config.schema import RunConfig
 
 
 @dataclass
@@ -74,7 +73,7 @@ def mixed_returns(node: Node, reward_of: Callable[[Node], list[float]], discount
     return out
 
 
-def marlhf_units(roots: Sequence[Node], cfg: RunConfig, values: StateValues | None
+def marlhf_units(roots: Sequence[Node], cfg: LearnConfig, values: StateValues | None
                   ) -> tuple[list[Unit], AdvantageStats]:
     """One unit per node: its completions (agent-major) with MAGRPO advantages of the mixed reward, and the
     node's preference pairs of joint actions by task return (largest gaps first), which the reward heads

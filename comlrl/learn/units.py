@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from comlrl.learn.advantages import AdvantageStats
 from comlrl.tree.nodes import Node
@@ -18,8 +18,18 @@ from comlrl.tree.nodes import Node
 if TYPE_CHECKING:
     import torch
 
-    from comlrl.config.schema import RunConfig
     from comlrl.policy.sample import Sample
+
+
+class LearnConfig(Protocol):
+    """What learn/ reads of the run's config; `comlrl.config.schema.RunConfig` is one. learn/ sits below the
+    config, so it names the sections it reads instead of importing the config's types: `magrpo` (its `loss`
+    and `advantage`), `algorithm` (`algorithm.<key>`: a registered algorithm's options, e.g. `DpoConfig`) and
+    `rollout` (`is_cap`)."""
+
+    magrpo: Any
+    algorithm: Any
+    rollout: Any
 
 
 @dataclass(frozen=True)
@@ -34,9 +44,6 @@ class Unit:
     # the completion lengths of untrained siblings its advantage stands for (magrpo.advantage.train_per_group):
     # the step's policy normaliser counts them, so a subsample's loss estimates the whole group's
     stands_for: tuple[int, ...] = ()
-    # per sample, the weight of its loss and of its tokens in the step's normaliser (empty: 1 each); a
-    # branch's K + 1 continuations are one sample of the suffix's gradient, 1 / (K + 1) each (rollout.branch)
-    weights: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -53,7 +60,7 @@ class StepSize:
 class MicroBatch:
     """One micro-batch's inputs to an algorithm's loss; tensor rows follow `samples` (units in order)."""
 
-    cfg: RunConfig
+    cfg: LearnConfig
     units: list[Unit]
     logps: torch.Tensor  # [S, L] log-probs of the completion tokens under the policy
     mask: torch.Tensor  # [S, L] 1 on completion tokens
@@ -88,7 +95,7 @@ class Algorithm:
     has no ratio); `critic`: the agents carry value heads (`AgentsModule.attach_value_heads`);
     `centralized`: the task's roles are written by one policy in one completion and split for scoring."""
 
-    units: Callable[[Sequence[Node], RunConfig, StateValues | None], tuple[list[Unit], AdvantageStats]]
+    units: Callable[[Sequence[Node], LearnConfig, StateValues | None], tuple[list[Unit], AdvantageStats]]
     loss: Callable[[MicroBatch], tuple[torch.Tensor, MetricSums]]
     metrics: tuple[str, ...] = ()
     derived: Callable[[dict[str, float]], dict[str, float]] | None = None
@@ -124,10 +131,6 @@ def policy_gradient_loss(b: MicroBatch) -> tuple[torch.Tensor, MetricSums]:
         keep = torch.tensor([float(bool(u.advantages)) for u in b.units for _ in u.samples], dtype=mask.dtype,
                             device=mask.device)
         mask = mask * keep[:, None]
-    if any(u.weights for u in b.units):
-        weight = torch.tensor([w for u in b.units for w in (u.weights or (1.0,) * len(u.samples))], dtype=mask.dtype,
-                              device=mask.device)
-        mask = mask * weight[:, None]
     return aggregate(tok, mask, lc.aggregation, b.step.policy), {}
 
 

@@ -11,7 +11,7 @@ log-probs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
@@ -19,12 +19,19 @@ from comlrl.learn.advantages import AdvantageStats
 from comlrl.learn.distributed import max_over_ranks
 from comlrl.learn.learner import Learner
 from comlrl.learn.loss import logprob_gap, step_normaliser, truncated_is_weights
-from comlrl.learn.units import MicroBatch, StepSize, Unit
+from comlrl.learn.units import LearnConfig, MicroBatch, StepSize, Unit
 from comlrl.tree.nodes import Node
 
 if TYPE_CHECKING:
-    from comlrl.config.schema import LossConfig, RunConfig
     from comlrl.learn.units import Algorithm
+
+
+class LossOptions(Protocol):
+    """What the update reads of `magrpo.loss` (`comlrl.config.schema.LossConfig` is one)."""
+
+    clip_eps: float | None
+    inner_epochs: int
+    kl_coef: float
 
 
 @dataclass(frozen=True)
@@ -58,7 +65,7 @@ def micro_batches(units: list[Unit], size: int) -> list[list[Unit]]:
     return out
 
 
-def train_on_trees(learner: Learner, algorithm: Algorithm, cfg: RunConfig, roots: list[Node]) -> UpdateStats:
+def train_on_trees(learner: Learner, algorithm: Algorithm, cfg: LearnConfig, roots: list[Node]) -> UpdateStats:
     """Turn the trees into one optimizer step (all agents at once), by the run's algorithm."""
     values = (learner.action_values if algorithm.per_action_values else learner.state_values) \
         if algorithm.critic else None
@@ -80,14 +87,13 @@ def step_size(units: list[Unit], aggregation: str) -> StepSize:
     samples = [s for u in units for s in u.samples]
     lengths = [max(1, len(s.completion_ids)) for s in samples]
     # the policy loss trains the rows of units with advantages (all of them but replayed preference pairs)
-    trained = [max(1, len(s.completion_ids)) * w for u in units if u.advantages
-               for s, w in zip(u.samples, u.weights or (1,) * len(u.samples), strict=True)] or lengths
+    trained = [max(1, len(s.completion_ids)) for u in units if u.advantages for s in u.samples] or lengths
     trained += [n for u in units for n in u.stands_for]
     return StepSize(tokens=float(max(1, sum(lengths))), sequences=float(max(1, len(samples))),
                     units=float(max(1, len(units))), policy=step_normaliser(trained, aggregation))
 
 
-def reference_logprobs(learner: Learner, algorithm: Algorithm, lc: LossConfig,
+def reference_logprobs(learner: Learner, algorithm: Algorithm, lc: LossOptions,
                        micro: list[list[Unit]]) -> tuple[list[torch.Tensor] | None, list[torch.Tensor] | None]:
     """(old, ref) per micro-batch, before any weight moves: the rollout policy's log-probs when PPO clips over
     several epochs, the reference policy's when the loss or the KL term reads them (None otherwise)."""
@@ -112,7 +118,7 @@ def engine_logprobs(batch: list[Unit], like: torch.Tensor) -> torch.Tensor | Non
     return out
 
 
-def micro_step(learner: Learner, algorithm: Algorithm, cfg: RunConfig, batch: list[Unit], step: StepSize,
+def micro_step(learner: Learner, algorithm: Algorithm, cfg: LearnConfig, batch: list[Unit], step: StepSize,
                old: torch.Tensor | None, ref: torch.Tensor | None, tally: _Tally, first_epoch: bool) -> torch.Tensor:
     """One real micro-batch's loss (not yet backward): forward, the engine's log-prob gap and importance
     weights when it sampled, the algorithm's loss; its metric sums go to `tally` in the first epoch."""
@@ -148,7 +154,7 @@ def idle_step(learner: Learner, algorithm: Algorithm, batch: list[Unit]) -> torc
     return (logps * mask).sum() * 0.0
 
 
-def train_units(learner: Learner, algorithm: Algorithm, cfg: RunConfig, units: list[Unit], groups: AdvantageStats,
+def train_units(learner: Learner, algorithm: Algorithm, cfg: LearnConfig, units: list[Unit], groups: AdvantageStats,
                 spare: Any) -> UpdateStats:
     """One optimizer step on the algorithm's units; `spare` is a sample the zero-weight micro-batches of a
     rank without units run on (every rank runs the same number)."""

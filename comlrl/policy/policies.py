@@ -114,8 +114,7 @@ class AgentPolicies:
     # ---- generation -----------------------------------------------------------------------------
     @torch.no_grad()
     def generate(self, requests: list[tuple[int, Messages]], num_samples: int | Sequence[int], greedy: bool = False,
-                 stop_strings: Sequence[str] | None = None, prefixes: Sequence[Sequence[int]] | None = None
-                 ) -> list[list[Sample]]:
+                 stop_strings: Sequence[str] | None = None) -> list[list[Sample]]:
         """`num_samples` completions per (agent, messages) request (one count for all, or one per request),
         batched as the module groups them.
 
@@ -125,11 +124,9 @@ class AgentPolicies:
         model continues it and each Sample's `text` starts with it, so scoring and history see the whole answer.
         A row also stops when its text contains one of `stop_strings` (default `self.stop_strings`); the
         completion then ends with the token that completed it, so nothing after it is trained on.
-        `prefixes` (branches, `rollout.branch`): per request, completion token ids its samples continue; they end
-        the Sample's prompt, its text holds them, and the continuation gets what is left of model.max_new_tokens.
         """
         stops = tuple(self.stop_strings if stop_strings is None else stop_strings)
-        prompts, conts = self.continued_prompts(requests, prefixes)
+        prompts = [self.prompt_ids(agent, msgs) for agent, msgs in requests]
         counts = sample_counts(num_samples, len(requests))
         rows = [(r, requests[r][0]) for r in range(len(requests)) for _ in range(counts[r])]
         first = [0, *accumulate(counts)]  # request r owns rows first[r] .. first[r + 1] - 1
@@ -168,20 +165,8 @@ class AgentPolicies:
             self.module.train(was_training)
         results: list[list[Sample]] = [[] for _ in requests]
         for (r, agent), comp in zip(rows, completions, strict=True):
-            results[r].append(self.make_sample(agent, requests[r][1], prompts[r], comp, stops, continued=conts[r]))
+            results[r].append(self.make_sample(agent, requests[r][1], prompts[r], comp, stops))
         return results
-
-    def continued_prompts(self, requests: list[tuple[int, Messages]], prefixes: Sequence[Sequence[int]] | None
-                          ) -> tuple[list[tuple[list[int], bool]], list[tuple[int, ...]]]:
-        """Each request's prompt ids (and whether they were cut), ending with its prefix's token ids when
-        `prefixes` gives them; and the prefixes (empty without)."""
-        prompts = [self.prompt_ids(agent, msgs) for agent, msgs in requests]
-        if prefixes is None:
-            return prompts, [()] * len(requests)
-        conts = [tuple(int(t) for t in p) for p in prefixes]
-        if len(conts) != len(requests):
-            raise ValueError(f"{len(conts)} prefixes for {len(requests)} requests")
-        return [([*ids, *c], cut) for (ids, cut), c in zip(prompts, conts, strict=True)], conts
 
     def sample_of(self, agent: int, messages: Messages, text: str) -> Sample:
         """A finished Sample of `text` as agent `agent`'s answer to `messages` (a written answer, e.g. an
@@ -192,16 +177,12 @@ class AgentPolicies:
         return Sample(agent, tuple(prompt[0]), (*ids, self.eos_ids[agent][0]), text, True, prompt[1])
 
     def make_sample(self, agent: int, messages: Messages, prompt: tuple[list[int], bool], generated: list[int],
-                    stops: Sequence[str], logprobs: Sequence[float] | None = None,
-                    continued: Sequence[int] = ()) -> Sample:
+                    stops: Sequence[str], logprobs: Sequence[float] | None = None) -> Sample:
         """A Sample from an engine's raw output: cut after EOS or the token completing a stop string (what
-        follows is never trained on), text = answer prefix + decoded completion. `continued`: the completion
-        tokens the prompt ends with (a branch's prefix): the text starts with them, and the output is cut to
-        what is left of model.max_new_tokens after them, as the completion it branches from was."""
+        follows is never trained on), text = answer prefix + decoded completion."""
         tok, eos = self.tokenizers[agent], self.eos_ids[agent]
-        generated = list(generated)[: self.cfg.max_new_tokens - len(continued)] if continued else generated
         comp, finished = cut_at_stop(tok, generated, eos, stops) if stops else cut_at_eos(generated, eos)
-        text = (answer_prefix_of(messages) or "") + tok.decode([*continued, *comp], skip_special_tokens=True)
+        text = (answer_prefix_of(messages) or "") + tok.decode(comp, skip_special_tokens=True)
         lps = None if logprobs is None else tuple(float(x) for x in logprobs[:len(comp)])
         return Sample(agent, tuple(prompt[0]), tuple(comp), text, finished, prompt[1], lps)
 

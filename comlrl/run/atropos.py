@@ -29,14 +29,19 @@ import logging
 import time
 import urllib.error
 import urllib.request
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from comlrl.errors import ConfigError, RunStopped
 from comlrl.run.atropos_groups import BatchUnits, Estimator, batch_units
 
 if TYPE_CHECKING:
+    from accelerate import Accelerator
+
     from comlrl.config.schema import RunConfig
-    from comlrl.run.components import Components
+    from comlrl.learn.learner import Learner
+    from comlrl.learn.units import Algorithm
+    from comlrl.policy import AgentPolicies
 
 log = logging.getLogger("comlrl")
 
@@ -158,7 +163,21 @@ class AtroposSource:
         return units, float(waited)
 
 
-def atropos_step(comp: Components, step: int) -> dict[str, float]:
+class AtroposRun(Protocol):
+    """What an Atropos step reads of the run's parts (`comlrl.run.components.Components` is one; it builds
+    the `AtroposSource`, so this module does not import it)."""
+
+    cfg: RunConfig
+    accelerator: Accelerator
+    policies: AgentPolicies
+    algorithm: Algorithm
+    atropos: AtroposSource | None
+    phase: Callable[[str], None]
+
+    def trained(self) -> Learner: ...
+
+
+def atropos_step(comp: AtroposRun, step: int) -> dict[str, float]:
     """One optimizer step on the next Atropos batch (this rank's share of it)."""
     from comlrl.learn.distributed import sum_over_ranks
     from comlrl.learn.update import train_units
@@ -193,6 +212,6 @@ def atropos_step(comp: Components, step: int) -> dict[str, float]:
     return metrics
 
 
-def _spare(comp: Components) -> Any:
+def _spare(comp: AtroposRun) -> Any:
     """A sample for the zero-weight micro-batches of a rank whose share of the batch is empty."""
     return comp.policies.sample_of(0, [{"role": "user", "content": "."}], ".")

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from comlrl.errors import ConfigError
 from comlrl.run.hf_callbacks import RunArgs, TransformersHooks, transformers_style
-from comlrl.run.run_state import TrainerControl, TrainerState
+from comlrl.run.run_state import FinishedStep, TrainerControl, TrainerState
 
 if TYPE_CHECKING:
     from comlrl.config.schema import RunConfig
@@ -117,6 +117,15 @@ class OwnHooks:
         pass
 
 
+class Part(Protocol):
+    """One of the run's own parts on its callback list (the evaluation, the outputs, the checkpoints and stops,
+    the progress: comlrl/run/run_parts.py), acting after the users' hooks of the same moment."""
+
+    def before_training(self, calls: CallbackList) -> None: ...
+    def finish_step(self, step: FinishedStep, calls: CallbackList) -> None: ...
+    def close(self) -> None: ...
+
+
 class CallbackList:
     """The run's callbacks, called in order, each in its own convention (decided here, once: a comlrl
     `TrainerCallback` gets `(state, control, ...)`, a transformers-style one `(args, state, control, **kwargs)`
@@ -131,6 +140,7 @@ class CallbackList:
         self.hooks: tuple[Hooks, ...] = tuple(
             OwnHooks(cb, state, self.control) if isinstance(cb, TrainerCallback)
             else TransformersHooks(cb, state, self.control, args) for cb in self.callbacks)
+        self.parts: list[Part] = []  # the run's own, in the order they act (run() adds them)
 
     def stop_asked(self, agree: Callable[[bool], bool]) -> bool:
         """Whether a callback asked to stop, agreed over the ranks by `agree` (not called without callbacks:
@@ -170,3 +180,18 @@ class CallbackList:
         """After `final/` is written (not after a failure)."""
         for h in self.hooks:
             h.train_end()
+
+    def before_training(self) -> None:
+        """The parts' work before the first step (after train_begin): e.g. the evaluation of the untrained policy."""
+        for part in self.parts:
+            part.before_training(self)
+
+    def finish_step(self, step: FinishedStep) -> None:
+        """A trained step, after step_end and the stop agreed on it: evaluated, written, saved, shown."""
+        for part in self.parts:
+            part.finish_step(step, self)
+
+    def close(self) -> None:
+        """The parts' end, also after a failure."""
+        for part in self.parts:
+            part.close()

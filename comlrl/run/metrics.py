@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypeVar
 
-from comlrl.tree.nodes import Node, tied
+from comlrl.tree.nodes import Node
 
 S = TypeVar("S", bound="Sums")
 NAN = float("nan")
@@ -181,18 +181,11 @@ class StepSums(Sums):
 
 @dataclass
 class DrawSums(Sums):
-    """What the step's sampling bought: completions generated (redraws included) against those in a sibling
-    group with signal, and the redraws of tied last-turn nodes (`rollout.redraw_tied`)."""
+    """What the step's sampling bought: completions generated against those in a sibling group with signal."""
 
-    generated: float = 0.0  # completions sampled, the discarded draws of tied nodes included
+    generated: float = 0.0  # completions sampled
     groups: float = 0.0  # sibling groups given advantages (none under madpo and marlhf's heads: they train pairs)
     with_signal: float = 0.0  # completions in an advantage group that trains (not tied)
-    redraws: float = 0.0  # draws beyond each node's first
-    redrawn: float = 0.0  # nodes drawn more than once
-    recovered: float = 0.0  # of those, the ones whose kept draw does not tie
-    branches: float = 0.0  # completions branched from their first surprising token (`rollout.branch`)
-    prefix_tokens: float = 0.0  # the tokens their prefixes keep
-    trunk_tokens: float = 0.0  # the tokens of those completions
 
     @staticmethod
     def of(roots: Iterable[Node]) -> DrawSums:
@@ -201,34 +194,17 @@ class DrawSums(Sums):
         for root in roots:
             for node in root.walk():
                 size = sum(len(row) for row in node.completions)
-                out.generated += size * (1 + node.redraws)
+                out.generated += size
                 out.groups += len(node.advantages)
                 out.with_signal += sum(len(adv) for adv in node.advantages if adv is not None)
-                for br in node.branches:  # rollout.branch: its continuations, a group of their own
-                    out.generated += len(br.samples)
-                    out.groups += 1
-                    out.with_signal += len(br.samples) if br.advantages is not None else 0
-                    out.branches += 1
-                    out.prefix_tokens += br.prefix
-                    out.trunk_tokens += len(node.completions[br.agent][br.trunk].completion_ids)
-                if node.redraws:
-                    out.redraws += node.redraws
-                    out.redrawn += 1
-                    out.recovered += not tied(node.rewards)
         return out
 
     def means(self) -> dict[str, float]:
         """`signal_share` and `completions_generated` (its denominator: a run's share is weighted by it) on steps
-        that assign advantages; the `redraw/*` counts on steps that redrew."""
+        that assign advantages."""
         out: dict[str, float] = {}
         if self.groups and self.generated:
             out.update(signal_share=self.with_signal / self.generated, completions_generated=int(self.generated))
-        if self.branches:  # how many completions branched, and the share of their tokens the prefixes keep
-            out.update({"branch/prefixes": int(self.branches),
-                        "branch/prefix_share": self.prefix_tokens / max(1.0, self.trunk_tokens)})
-        if self.redrawn:
-            out.update({"redraw/draws": int(self.redraws), "redraw/nodes": int(self.redrawn),
-                        "redraw/recovered": int(self.recovered)})
         return out
 
 

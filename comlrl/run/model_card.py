@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,10 +54,9 @@ def evaluation_table(steps: dict[int, dict[str, float]]) -> list[str]:
     return lines
 
 
-def evaluation_lines(run_dir: Path) -> list[str]:
-    """The card's evaluation: the figures table and the paired before/after lines, or a line saying none."""
-    from comlrl.run.outputs import read_run_lines
-    from comlrl.run.report import summary_lines
+def evaluation_lines(run_dir: Path, paired: Sequence[str] = ()) -> list[str]:
+    """The card's evaluation: the figures table and the paired before/after lines (`paired`: as the run printed
+    them, `comlrl.run.report.summary_lines` of eval.jsonl), or a line saying none."""
     from comlrl.viz import VizError
     from comlrl.viz.metrics_plot import load_metrics
 
@@ -64,7 +64,6 @@ def evaluation_lines(run_dir: Path) -> list[str]:
         table = evaluation_table(load_metrics(run_dir))
     except VizError:
         table = []
-    paired = summary_lines(read_run_lines(run_dir, "eval"))
     if not table and not paired:
         return ["## Evaluation", "", "The run recorded no evaluation (training.eval_size=0, or it stopped before "
                                      "one)."]
@@ -74,8 +73,9 @@ def evaluation_lines(run_dir: Path) -> list[str]:
     return lines
 
 
-def write_model_card(run_dir: str | Path, steps: int) -> Path | None:
-    """Write final/README.md of a run whose final weights are saved (else nothing: None); returns its path."""
+def write_model_card(run_dir: str | Path, steps: int, paired: Sequence[str] = ()) -> Path | None:
+    """Write final/README.md of a run whose final weights are saved (else nothing: None); returns its path.
+    `paired`: the paired before/after lines the run printed (the report passes them)."""
     out = Path(run_dir)
     weights = out / "final"
     if not (weights / "policies.json").is_file():
@@ -83,7 +83,7 @@ def write_model_card(run_dir: str | Path, steps: int) -> Path | None:
     from comlrl.run.outputs import read_run_config
 
     meta = json.loads((weights / "policies.json").read_text())
-    about = [*training_lines(read_run_config(out), steps), "", *evaluation_lines(out)]
+    about = [*training_lines(read_run_config(out), steps), "", *evaluation_lines(out, paired)]
     path = weights / "README.md"
     path.write_text(card(meta["mode"], meta["models"], meta["paths"], about))
     return path

@@ -196,7 +196,7 @@ def write_report(run_dir: str | Path, last_step: int) -> list[str]:
         except (VizError, OSError) as exc:
             lines.append(f"tree view: not written ({exc})")
     try:
-        write_model_card(out, last_step)
+        write_model_card(out, last_step, summary_lines(read_run_lines(out, "eval")))
     except Exception as exc:  # noqa: BLE001 - as the plots: the weights are saved, a card never fails the run
         lines.append(f"model card: not written ({type(exc).__name__}: {exc})")
     return lines

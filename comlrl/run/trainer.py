@@ -7,17 +7,13 @@ expands different problems; metrics are summed over ranks; only rank 0 writes fi
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
-from accelerate.utils import gather_object
-from tqdm.contrib.logging import logging_redirect_tqdm
 
 from comlrl.config.schema import ConfigError, RunConfig
 from comlrl.console import plural, quiet_console
@@ -29,17 +25,13 @@ from comlrl.run.checkpoint import (
     checkpoint_step,
     drop_after,
     load_checkpoint,
-    prune_checkpoints,
     resume_point,
-    save_checkpoint,
 )
 from comlrl.run.components import Components, build
-from comlrl.run.evaluation import Evaluator
 from comlrl.run.guard import stops_held
 from comlrl.run.metrics import DrawSums, StepSums, leaves, mean_root_returns, turn_sums
 from comlrl.run.outputs import (
     RUN_OUTPUTS,
-    RunWriter,
     check_output_dir,
     close_trackers,
     make_trackers,
@@ -47,6 +39,8 @@ from comlrl.run.outputs import (
 )
 from comlrl.run.problem_draw import step_problems
 from comlrl.run.report import write_report
+from comlrl.run.run_parts import Checkpoints, Evaluation, Outputs, Progress
+from comlrl.run.run_state import FinishedStep
 from comlrl.tree.contracts import Problem
 from comlrl.tree.nodes import Node, backup_returns
 from comlrl.tree.records import NodeRecord, node_records
@@ -83,10 +77,8 @@ def training_step(comp: Components, step: int, start_rewards: dict[str, float] |
     problems = _step_problems(comp, step)
     rollout = comp.rollout(problems, label=f"step {step + 1}")
     roots = rollout.run(TreeShape(m.num_agents, m.num_generations, m.num_turns, m.joint_mode,
-                                  m.early_termination_threshold, redraws=comp.cfg.rollout.redraw_tied,
-                                  budget=comp.cfg.rollout.budget,
-                                  solved_generations=comp.cfg.rollout.solved_generations,
-                                  branch=comp.cfg.rollout.branch.shape()), tag="")
+                                  m.early_termination_threshold,
+                                  solved_generations=comp.cfg.rollout.solved_generations), tag="")
     for root in roots:
         backup_returns(root, m.discount)
     t_rollout = time.perf_counter() - t0
@@ -199,194 +191,46 @@ def tied_warning(step: int, groups: int) -> str:
             "metrics.jsonl counts them per step in adv_groups_skipped; this is said once per run")
 
 
-def _progress_bar(total: int, start: int) -> Any:
-    """The run's bar: the phase on the left, the last step's own numbers (s/step without evaluations) on
-    the right; no rate of its own, since tqdm's would count the evaluations in."""
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, initial=start, desc="starting", unit="step", dynamic_ncols=True,
-                bar_format="{desc} | step {n_fmt}/{total_fmt} [{elapsed}{postfix}]")
-
-
-def evaluation_plan(sets: dict[str, list[Any]], greedy: bool, samples: int) -> str:
-    """What an evaluation will score (an `Evaluator`'s sets, greedy flag and sample count), in words."""
-    chains = (["1 greedy"] if greedy else []) + ([f"{samples} sampled"] if samples else [])
-    chain = "chain" if chains in (["1 greedy"], ["1 sampled"]) else "chains"
-    return "; ".join(f"{plural(len(sets[name]), f'{label} problem')} ({' + '.join(chains)} {chain} each)"
-                     for name, label in (("heldout", "held-out"), ("probe", "training-probe")) if sets[name])
-
-
-def _log_evaluation_start(evaluator: Evaluator) -> None:
-    """One line before the first evaluation, so minutes without output are explained."""
-    if evaluator.c.accelerator.is_main_process:
-        log.info("evaluating the untrained policy: %s",
-                 evaluation_plan(evaluator.sets, evaluator.greedy, evaluator.samples))
-
-
-def evaluation_summary(ev: dict[str, float]) -> str:
-    """One line of an evaluation's headline figures (those present)."""
-    parts = []
-    if "eval/problems" in ev:
-        bits = []
-        if "eval/pass_at_1" in ev:
-            bits.append(f"greedy {ev['eval/pass_at_1']:.3f}")
-        if "eval/sampled/pass_at_1" in ev:
-            bits.append(f"sampled {ev['eval/sampled/pass_at_1']:.3f}")
-        parts.append(f"held-out pass@1 {', '.join(bits)} of {plural(int(ev['eval/problems']), 'problem')}")
-    if "eval/probe/sampled/reward_mean" in ev:
-        parts.append(f"training probe sampled reward {ev['eval/probe/sampled/reward_mean']:.3f} "
-                     f"of {plural(int(ev['eval/probe/problems']), 'problem')}")
-    return "; ".join(parts)
-
-
-def progress_numbers(metrics: dict[str, float], num_turns: int, headline: tuple[str, str] | None = None
-                     ) -> dict[str, str]:
-    """The progress bar's numbers: the step just finished (not a running average); `headline` is the task's
-    (label, outcome) to show beside the reward (`Task.headline_outcome`)."""
-    if "atropos/groups" in metrics:  # a step on Atropos environments' groups: their scores' mean
-        return {"score": f"{metrics['reward_mean']:.2f}", "loss": f"{metrics['loss']:.3f}",
-                "s_step": f"{metrics['step_seconds']:.0f}"}
-    if "reward_mean" not in metrics:  # an offline DPO step: no rollout
-        return {"loss": f"{metrics['loss']:.3f}", "s_step": f"{metrics['step_seconds']:.0f}"}
-    out = {"reward": f"{metrics['reward_mean']:.2f}"}
-    reached = [t for t in range(num_turns, 0, -1) if f"turn_{t}/pass_rate" in metrics]
-    if reached:  # the deepest turn this step reached (every node may have stopped before the last)
-        out["pass"] = f"{metrics[f'turn_{reached[0]}/pass_rate']:.2f}"
-    if headline is not None and headline[1] in metrics:
-        out[headline[0]] = f"{metrics[headline[1]]:.2f}"
-    if "reward_vs_start" in metrics:
-        out["vs_start"] = f"{metrics['reward_vs_start']:+.2f}"
-    if "eval/pass_at_1" in metrics:
-        out["eval"] = f"{metrics['eval/pass_at_1']:.3f}"
-    out["tok_s"] = f"{metrics['tokens_per_s']:.0f}"
-    out["s_step"] = f"{metrics['step_seconds']:.0f}"
-    return out
-
-
 def run(cfg: RunConfig, callbacks: Sequence[Any] = (), report: bool = True) -> int:
-    """Train as configured; `callbacks` (the Python API's: comlrl or transformers `TrainerCallback`s) see every
-    step, evaluation and checkpoint and may end the run early (comlrl/run/callbacks.py). `report=False`: no
-    plots, tree page or model card at the end (a run whose folder is thrown away)."""
+    """Train as configured; `callbacks` (comlrl or transformers `TrainerCallback`s) see every step, evaluation and
+    checkpoint and may end the run early, on one list with the run's own parts (comlrl/run/run_parts.py).
+    `report=False`: no plots, tree page or model card at the end (a run whose folder is thrown away)."""
     quiet_console()  # again for callers other than scripts/train.py (idempotent)
     check_output_dir(cfg)  # before anything loads: an earlier run's outputs are never replaced unasked
-    out = Path(cfg.training.output_dir)
-    ckpt_root = out / "checkpoints"
-    latest = resume_point(cfg)
-    resumed_at = checkpoint_step(latest) if latest else 0
-    if cfg.training.time_budget_minutes is not None:  # the steps before a resume count (metrics.jsonl)
-        spent = sum(line.get("step_seconds", 0.0) for line in read_run_lines(out, "metrics", resumed_at))
-        callbacks = [*callbacks, TimeBudget(cfg.training.time_budget_minutes, spent)]
-    calls = CallbackList(callbacks, TrainerState(0, cfg.training.steps, out), cfg)
-    comp = build(cfg, log_with=make_trackers(cfg, resumed_at))
+    out, latest = Path(cfg.training.output_dir), resume_point(cfg)
+    calls = CallbackList([*callbacks, *time_budget(cfg, latest)], TrainerState(0, cfg.training.steps, out), cfg)
+    comp = build(cfg, log_with=make_trackers(cfg, checkpoint_step(latest) if latest else 0))
     acc = comp.accelerator
-    start = 0
-    if cfg.training.resume:
-        if latest is None:
-            log.warning("training.resume=true but %s holds no checkpoint: starting from step 0", ckpt_root)
-        else:
-            start = load_checkpoint(comp.trained(), latest)
-            comp.engine.weights_changed()
-            if comp.rounds is not None:
-                comp.rounds.resume(start)
-            log.info("resumed from %s (step %d)", latest, start)
-            dropped = drop_after(ckpt_root, start) if acc.is_main_process else []
-            if dropped:  # a resume from an earlier checkpoint: the later ones belong to the path not taken
-                log.info("removed the later checkpoints %s (this run goes on from step %d)",
-                         ", ".join(p.name for p in dropped), start)
-    calls.state.global_step = start
-    if comp.atropos is not None:
-        comp.atropos.register(start, str(ckpt_root.resolve()))
-    bar, writer = None, None
-    finished = start
+    finished = calls.state.global_step = start = resume(cfg, comp, latest)
 
     def agree(asked: bool) -> bool:  # a stop asked for on any rank, on every rank: they leave the loop together
         return sum_over_ranks(acc, [float(asked)])[0] > 0
 
-    def save(step: int) -> None:
-        if cfg.training.save_total_limit == 0:  # a run that keeps no checkpoint writes none (the final weights only)
-            return
-        path = save_checkpoint(comp.trained(), step, ckpt_root)
-        if acc.is_main_process:
-            prune_checkpoints(ckpt_root, cfg.training.save_total_limit)
-        calls.save(path)
-
-    redirect = contextlib.ExitStack()
     try:
-        # a stop (SIGTERM) while the writer starts the trackers is acted on once they have started, so the close
-        # below finishes them and no TensorBoard thread writes into a folder the run guard takes back
-        with stops_held():
-            writer = RunWriter(cfg, acc, resume_step=start) if acc.is_main_process else None
-        evaluator = Evaluator(comp)
-        if start > 0:
-            evaluator.restore(read_run_lines(out, "eval", start))
-        # a bar on a terminal; into a log file (stderr not a terminal) one line per step instead of \r frames
-        steps_logged = acc.is_main_process and cfg.logging.progress_bar and not sys.stderr.isatty()
-        if acc.is_main_process and cfg.logging.progress_bar and not steps_logged:
-            bar = _progress_bar(cfg.training.steps, start)
-            comp.phase = lambda text: bar.set_description_str(text, refresh=True)
-            # log lines above the bar, each on its own line (they were glued to the bar's frame)
-            redirect.enter_context(logging_redirect_tqdm())
+        outputs = Outputs(cfg, comp, start)
+        evaluation = Evaluation(cfg, comp, start, outputs)
+        calls.parts = [evaluation, outputs, Checkpoints(cfg, comp, agree), Progress(cfg, comp, start)]
         calls.train_begin()
-        if start == 0 and evaluator.enabled:
-            _log_evaluation_start(evaluator)
-            ev, ev_records = evaluator.run(0)
-            if writer:
-                writer.log({"step": 0, **ev})
-                writer.write_evals(ev_records)
-                log.info("before training: %s (%.0f s)", evaluation_summary(ev), ev["eval/seconds"])
-            calls.logged({"step": 0, **ev})
-            calls.evaluate(ev)
+        calls.before_training()
         for step in range(start, cfg.training.steps):
             calls.step_begin()
-            metrics, records = training_step(comp, step, evaluator.start_rewards())
-            done = finished = step + 1
-            calls.step_end(done, metrics)
+            metrics, records = training_step(comp, step, evaluation.evaluator.start_rewards())
+            finished = step + 1
+            calls.step_end(finished, metrics)
             asked = calls.stop_asked(agree)  # this step is the last: evaluated, saved
-            last = done == cfg.training.steps or asked
-            ev_records = []
-            if evaluator.enabled and (last or (cfg.training.eval_every and done % cfg.training.eval_every == 0)):
-                ev, ev_records = evaluator.run(done)
-                metrics.update(ev)
-                calls.evaluate(ev)
-            gathered = gather_object(records) if acc.num_processes > 1 else records
-            if writer:
-                writer.log(metrics)
-                writer.write_trees(gathered)
-                writer.write_evals(ev_records)
-            calls.logged(metrics)
-            saved = last or (cfg.training.save_every and done % cfg.training.save_every == 0)
-            if saved:
-                save(done)
-            later = not asked and calls.stop_asked(agree)  # from on_evaluate / on_save
-            if later and not saved:
-                save(done)
-            if steps_logged:
-                numbers = progress_numbers(metrics, cfg.magrpo.num_turns, comp.task.headline_outcome)
-                log.info("step %d/%d: %s", done, cfg.training.steps, ", ".join(f"{k}={v}" for k, v in numbers.items()))
-            if bar:
-                bar.set_description_str("trained", refresh=False)
-                bar.set_postfix(progress_numbers(metrics, cfg.magrpo.num_turns, comp.task.headline_outcome),
-                                refresh=False)
-                bar.n = done  # the count and the numbers of the same step, in one frame
-                if not (last or later):
-                    bar.refresh()  # the last frame is drawn once, by close() (drawn here too, it showed twice)
-            if asked or later:
+            done = FinishedStep(finished, metrics, records, asked, asked or finished == cfg.training.steps)
+            calls.finish_step(done)
+            if done.asked or done.stop_after:
                 if acc.is_main_process:
                     log.info("stopped after step %d of training.steps=%d (a callback or training.time_budget_minutes)",
-                             done, cfg.training.steps)
+                             finished, cfg.training.steps)
                 break
         if acc.is_main_process:
             comp.policies.save(out / "final")
         calls.train_end()
     finally:
-        if bar:
-            bar.close()
-        redirect.close()
-        close_trackers(acc)  # the writer's (started in it), also when it was stopped while starting them
-        comp.task.close()
-        if comp.sandbox is not None:
-            comp.sandbox.close()
-        comp.engine.close()
+        calls.close()
+        close_components(comp)
     acc.wait_for_everyone()
     if acc.is_main_process:
         # a stop while the report is written is acted on once it is (the one-line stop, exit 130/143): arriving
@@ -397,6 +241,46 @@ def run(cfg: RunConfig, callbacks: Sequence[Any] = (), report: bool = True) -> i
             for line in write_report(out, finished) if report else ():
                 print(line)
     return 0
+
+
+def time_budget(cfg: RunConfig, latest: Path | None) -> list[TimeBudget]:
+    """`training.time_budget_minutes` as a callback; the steps before a resume count (metrics.jsonl)."""
+    if cfg.training.time_budget_minutes is None:
+        return []
+    resumed_at = checkpoint_step(latest) if latest else 0
+    lines = read_run_lines(Path(cfg.training.output_dir), "metrics", resumed_at)
+    return [TimeBudget(cfg.training.time_budget_minutes, sum(line.get("step_seconds", 0.0) for line in lines))]
+
+
+def resume(cfg: RunConfig, comp: Components, latest: Path | None) -> int:
+    """The step the run starts at: 0, or the checkpoint's when resuming (later checkpoints, of the path not taken,
+    removed); Atropos is told where the checkpoints are."""
+    start, root = 0, Path(cfg.training.output_dir) / "checkpoints"
+    if cfg.training.resume and latest is None:
+        log.warning("training.resume=true but %s holds no checkpoint: starting from step 0", root)
+    elif cfg.training.resume:
+        start = load_checkpoint(comp.trained(), latest)
+        comp.engine.weights_changed()
+        if comp.rounds is not None:
+            comp.rounds.resume(start)
+        log.info("resumed from %s (step %d)", latest, start)
+        dropped = drop_after(root, start) if comp.accelerator.is_main_process else []
+        if dropped:
+            log.info("removed the later checkpoints %s (this run goes on from step %d)",
+                     ", ".join(p.name for p in dropped), start)
+    if comp.atropos is not None:
+        comp.atropos.register(start, str(root.resolve()))
+    return start
+
+
+def close_components(comp: Components) -> None:
+    """The trackers (started by the writer, also when it was stopped while starting them), the task's
+    resources, the sandbox and the engine, at the end of any run."""
+    close_trackers(comp.accelerator)
+    comp.task.close()
+    if comp.sandbox is not None:
+        comp.sandbox.close()
+    comp.engine.close()
 
 
 USER_ERRORS = _user_errors()

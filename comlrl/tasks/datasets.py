@@ -6,17 +6,17 @@ ids and the seed, so eval figures stay comparable across runs, machines and `max
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import importlib.util
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from comlrl.errors import ConfigError, require
 from comlrl.tasks.base import Problem
+from comlrl.tasks.dataset_files import DatasetError, open_text
 
 REQUIRED_FIELDS = ("task_id", "prompt", "entry_point", "test")
 DATASET_NAMES = ("easy", "humaneval", "jsonl", "hf", "coop")
@@ -65,29 +65,6 @@ class DatasetConfig:
                 "problems of that training file)")
         require(self.max_problems is None or self.max_problems >= 1, "dataset.max_problems", self.max_problems,
                 "an integer >= 1 or null")
-
-
-class DatasetError(ValueError):
-    """Bad dataset input; the message is one line naming the file, line and field."""
-
-
-def _open_text(path: Path) -> IO[str]:
-    """Plain or gzip-compressed text, chosen by the file's suffix (HumanEval ships .jsonl.gz)."""
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8")
-    return path.open("r", encoding="utf-8")
-
-
-def check_json_lines(path: Path) -> None:
-    """Every non-empty line of a JSON Lines file parses; else one `DatasetError` naming `file:line` (from 1),
-    as the jsonl loader reports it (the datasets library reports rows from 0, in three lines)."""
-    with _open_text(path) as f:
-        for lineno, line in enumerate(f, start=1):
-            if line.strip():
-                try:
-                    json.loads(line.rstrip("\r\n"))
-                except json.JSONDecodeError as exc:
-                    raise DatasetError(f"{path}:{lineno}: invalid JSON ({exc.msg}: column {exc.colno})") from None
 
 
 def _problem_from_record(record: Any, where: str) -> Problem:
@@ -142,7 +119,7 @@ def load_jsonl(path: str | Path) -> list[Problem]:
     if not p.is_file():
         raise DatasetError(f"{p}: dataset file does not exist")
     try:
-        with _open_text(p) as handle:
+        with open_text(p) as handle:
             return parse_jsonl_lines(handle, str(p))
     except (UnicodeDecodeError, OSError, EOFError) as exc:
         raise DatasetError(f"{p}: cannot read file ({type(exc).__name__}: {exc})") from None

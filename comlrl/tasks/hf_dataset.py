@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from comlrl.tasks.base import Problem
-from comlrl.tasks.datasets import DatasetError, check_json_lines
+from comlrl.tasks.dataset_files import DatasetError, check_json_lines
 
 FILE_BUILDERS = {".parquet": "parquet", ".json": "json", ".jsonl": "json", ".csv": "csv"}
 EMPTY = "no problems found (empty table)"

@@ -1,8 +1,8 @@
 """Splitting a sample budget across groups (pure): proportional to a weight, capped, in whole samples.
 
 `water_fill` is the one proportional split of the project: `allocate` rounds it to whole samples for the
-preference rounds' replay quota (comlrl/learn/replay.py) and the budgeted tree's second draw (`rollout.budget:
-split`, `split_extra`); the trained subsample's inclusion probabilities (comlrl/learn/subsample.py) are it, unrounded.
+preference rounds' replay quota (comlrl/learn/replay.py); the trained subsample's inclusion probabilities
+(comlrl/learn/subsample.py) are it, unrounded.
 """
 
 from __future__ import annotations
@@ -53,12 +53,3 @@ def spread(values: Sequence[float]) -> float:
     mean = sum(values) / len(values)
     return math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
 
-
-def split_extra(first_draw_rewards: Sequence[Sequence[float]], size: int, cap: int) -> list[int]:
-    """The budgeted tree's second draw: `size` more samples per agent over the nodes, in proportion to the
-    spread of each node's first-draw rewards (Neyman's allocation: it minimises sum_i sd_i^2 / n_i, the summed
-    variance of the nodes' mean estimates, for a fixed total), at most `cap` per node. A node whose first draw
-    tied gets none: surely solved or surely failed on that evidence. Nothing spreads: nothing more is drawn."""
-    weights = {i: spread(r) for i, r in enumerate(first_draw_rewards)}
-    quota = allocate({i: cap for i in weights}, weights, size, newer_first=False)
-    return [quota.get(i, 0) for i in range(len(first_draw_rewards))]

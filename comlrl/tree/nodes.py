@@ -34,7 +34,7 @@ def should_terminate(rewards: list[float], threshold: float | None) -> bool:
 
 def tied(values: Sequence[float]) -> bool:
     """No spread: every joint action (or every completion's value) alike, so a centring estimator's advantages are
-    all zero; what the advantages skip and `rollout.redraw_tied` draws again."""
+    all zero; what the advantages skip."""
     return max(values) - min(values) <= 1e-12
 
 
@@ -59,13 +59,6 @@ class Node:
     state: Any = None  # the task's environment this turn acts on (None: the task keeps none)
     next_states: list[Any] = field(default_factory=list)  # per joint action, the state it leaves (a child's `state`)
     problem: str | None = None  # on a root: its problem's id (`Task.problem_id`; trees.jsonl puts it on every node)
-    redraws: int = 0  # times its tied joint actions were drawn again (`rollout.redraw_tied`), the last draw kept
-    # the budgeted tree (`rollout.budget: split`): samples per agent in the node's first draw; those after it
-    # were drawn for the first draw's spread (their baseline differs: learn/advantages.py). None: one draw
-    first_draw: int | None = None
-    # branching inside a completion (`rollout.branch`, a last-turn node): continuations of its completions drawn
-    # from their first surprising token (`comlrl.tree.branching.Branch`)
-    branches: list[Any] = field(default_factory=list)
 
     def child_id(self, action: int) -> str:
         return f"{self.id}.{action}"

@@ -9,16 +9,16 @@ Schema versions: 1 is the unmarked line written before this type existed, whose 
 counts and helper flags but no pass verdict; version 2 (`"schema": 2` first) records `all_passed` and
 `notes`. Both load; a version-1 detail gets the verdict export gave it (`success` component, else every
 test passed). `problem` (the id of the problem the node's tree is about, `Task.problem_id`) came later within
-version 2: a line without it loads with None, and a reader that predates it ignores it; so did `redraws` (how
-many times a tied last-turn node was drawn again, `rollout.redraw_tied`), written only where it is not 0, and
-`first_draw` (`rollout.budget: split`), written only in a budgeted tree.
+version 2: a line without it loads with None, and a reader that predates it ignores it. Lines written by the
+removed tree switches (docs/results.md#what-did-not-work) may carry `redraws`, `first_draw` or `branches`:
+they load, those keys ignored.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -100,37 +100,6 @@ class JointActionRecord:
 
 
 @dataclass(frozen=True)
-class BranchRecord:
-    """`rollout.branch`'s continuations of one completion: agent `agent`'s completion `trunk`, cut after its
-    first `prefix` tokens; each continuation's whole text (the prefix's included), return and advantage."""
-
-    agent: int
-    trunk: int
-    prefix: int  # tokens of the trunk the continuations share
-    completions: list[str]
-    rewards: list[float]
-    advantages: list[float] | None  # the trunk's own rest first, then the continuations; None = no signal
-
-    def to_json(self) -> dict[str, Any]:
-        return {"agent": self.agent, "trunk": self.trunk, "prefix": self.prefix, "completions": self.completions,
-                "rewards": self.rewards, "advantages": self.advantages}
-
-    @classmethod
-    def from_json(cls, d: Any, where: str) -> BranchRecord:
-        ints = ("agent", "trunk", "prefix")
-        _need(isinstance(d, dict) and all(isinstance(d.get(k), int) and d[k] >= 0 for k in ints), where,
-              "an object with agent, trunk and prefix (integers >= 0)")
-        _need(isinstance(d.get("completions"), list) and all(isinstance(c, str) for c in d["completions"]),
-              f"{where}.completions", "a list of strings")
-        rewards = _nums(d.get("rewards"), f"{where}.rewards")
-        _need(len(rewards) == len(d["completions"]), f"{where}.rewards", "one number per completion")
-        adv = d.get("advantages")
-        _need(adv is None or (isinstance(adv, list) and len(adv) == len(rewards) + 1 and all(map(_is_num, adv))),
-              f"{where}.advantages", "null or one number per completion and the trunk's rest")
-        return cls(d["agent"], d["trunk"], d["prefix"], d["completions"], rewards, adv)
-
-
-@dataclass(frozen=True)
 class NodeRecord:
     """One line of trees.jsonl: one node of one tree of one training step, ids unique per step and rank."""
 
@@ -150,9 +119,6 @@ class NodeRecord:
     pruned: bool  # stopped early by the threshold
     children: dict[int, str]  # joint-action index -> child node id
     problem: str | None = None  # the id of the problem the tree is about (`Task.problem_id`); None: not known
-    redraws: int = 0  # times the node's tied joint actions were drawn again (`rollout.redraw_tied`); the last kept
-    first_draw: int | None = None  # `rollout.budget: split`: samples per agent of the node's first draw
-    branches: list[BranchRecord] = field(default_factory=list)  # `rollout.branch`: continuations of its completions
 
     @property
     def actions(self) -> tuple[JointActionRecord, ...]:
@@ -176,9 +142,6 @@ class NodeRecord:
             "rewards": self.rewards, "returns": self.returns, "advantages": self.advantages,
             "reward_details": [None if d is None else d.to_json() for d in self.reward_details],
             "pruned": self.pruned, "children": {str(j): c for j, c in self.children.items()},
-            **({"redraws": self.redraws} if self.redraws else {}),  # written only where a node was drawn again
-            **({"first_draw": self.first_draw} if self.first_draw is not None else {}),  # only in a budgeted tree
-            **({"branches": [b.to_json() for b in self.branches]} if self.branches else {}),  # only where branched
         }
 
     def to_line(self) -> str:
@@ -204,14 +167,6 @@ class NodeRecord:
         _need(isinstance(d["turn"], int), "turn", "an integer")
         problem = d.get("problem")  # absent from lines written before it
         _need(problem is None or isinstance(problem, str), "problem", "a string or null")
-        redraws = d.get("redraws", 0)  # absent where the node was drawn once
-        _need(isinstance(redraws, int) and not isinstance(redraws, bool) and redraws >= 0, "redraws",
-              "an integer >= 0")
-        first_draw = d.get("first_draw")  # absent outside a budgeted tree
-        _need(first_draw is None or (isinstance(first_draw, int) and not isinstance(first_draw, bool)
-                                     and first_draw >= 1), "first_draw", "an integer >= 1 or absent")
-        branches = d.get("branches", [])  # absent where no completion branched
-        _need(isinstance(branches, list), "branches", "a list")
         _need(_is_chats(d["prompts"]), "prompts", "per agent a list of {role, content} messages")
         _need(_is_grid(d["completions"], str), "completions", "per agent a list of strings")
         _need(_is_grid(d["joint_actions"], int), "joint_actions", "per joint action a list of integers")
@@ -238,8 +193,7 @@ class NodeRecord:
             d["step"], d["id"], d["parent"], d["parent_action"], d["turn"], d["tree"], d["prompts"], d["completions"],
             d["joint_actions"], rewards, returns, d["advantages"],
             [RewardRecord.from_json(x, version, f"reward_details[{j}]") for j, x in enumerate(details)],
-            d["pruned"], {int(k): v for k, v in kids.items()}, problem, redraws, first_draw,
-            [BranchRecord.from_json(b, f"branches[{i}]") for i, b in enumerate(branches)],
+            d["pruned"], {int(k): v for k, v in kids.items()}, problem,
         )
 
 
@@ -277,9 +231,7 @@ def node_records(roots: Sequence[Node], step: int, prefix: str, num_agents: int)
                 advantages=node.advantages,
                 reward_details=[None if d is None else RewardRecord.of(d) for d in node.details],
                 pruned=node.terminated, children={j: f"{prefix}{c.id}" for j, c in node.children.items()},
-                problem=root.problem, redraws=node.redraws, first_draw=node.first_draw,
-                branches=[BranchRecord(b.agent, b.trunk, b.prefix, [_text(c) for c in b.samples], b.rewards,
-                                       b.advantages) for b in node.branches],
+                problem=root.problem,
             ))
     return out
 

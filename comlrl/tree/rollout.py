@@ -15,10 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-from comlrl.tree.branching import Branch, BranchShape, branch_point
-from comlrl.tree.budget import split_extra
 from comlrl.tree.contracts import Continuation, JointTurn, StepState, Task, Transition
-from comlrl.tree.nodes import Node, joint_actions, should_terminate, tied
+from comlrl.tree.nodes import Node, joint_actions, should_terminate
 
 Messages = list[dict]
 
@@ -31,12 +29,9 @@ class Scored(NamedTuple):
     next_state: Any = None  # the environment the joint action leaves: its child's `Node.state`
 
 
-BUDGETS = ("fixed", "split")  # `rollout.budget`: G everywhere, or the last turn's second half split by spread
-
 # (agent, messages) requests, G (one for all, or one per request) -> that many completions per request, in
 # request order. Nodes of different G in one call keep them in one decode pass: a pass lasts about as long as
-# its longest completion, whatever its batch, so a second call costs about as much as the first. Branches
-# (`rollout.branch`) call it with a third argument: per request, the token ids its completions continue.
+# its longest completion, whatever its batch, so a second call costs about as much as the first.
 GenerateFn = Callable[..., list[list[Any]]]
 # (node, joint action) pairs -> one `Scored` per pair
 ScoreFn = Callable[[list[tuple[Node, tuple[int, ...]]]], list[Scored]]
@@ -54,14 +49,8 @@ class TreeShape:
     # samples per agent at turns after the first (None: num_generations). 1 makes k independent chains
     # from one root of k samples: the evaluation's sampled chains, whose turn-1 prompt is then shared.
     later_generations: int | None = None
-    # a last-turn node whose joint actions all score alike is drawn again, up to this many times (0: never)
-    redraws: int = 0
-    # "split": the last turn's samples in two draws, the second G/2 per node split by the first's spread
-    budget: str = "fixed"
     # samples per agent at a node whose parent joint action solved the problem (None: as any node)
     solved_generations: int | None = None
-    # branching inside a completion: K continuations from each last-turn completion's first surprising token
-    branch: BranchShape | None = None
 
     def generations(self, turn: int) -> int:
         """G at `turn` (1-based)."""
@@ -101,16 +90,10 @@ def expand_trees(
     for turn in range(1, shape.num_turns + 1):
         if not level:
             break
-        if turn == shape.num_turns and shape.budget == "split":
-            draw_split(level, shape, generate, score)
-            break
         # one draw for the level, each node at its G (solved_generations sets some apart)
         draw(level, shape.num_agents, [shape.node_generations(node) for node in level], shape.joint_mode,
              generate, score)
         if turn == shape.num_turns:  # last-turn nodes are leaves anyway: nothing to prune
-            redraw_tied(level, shape, generate, score)
-            if shape.branch is not None:
-                draw_branches(level, shape.branch, generate, score)
             break
         for node in level:
             node.terminated = should_terminate(node.rewards, shape.threshold)
@@ -162,94 +145,11 @@ def draw(nodes: list[Node], num_agents: int, sizes: list[int], joint_mode: str, 
         node.next_states = [s.next_state for s in chunk]
 
 
-def redraw_tied(level: list[Node], shape: TreeShape, generate: GenerateFn, score: ScoreFn) -> None:
-    """Signal-seeking groups (`rollout.redraw_tied`): each last-turn node whose joint actions tie is drawn
-    again (its G fresh samples per agent, the tied draw discarded), up to `shape.redraws` times, until its
-    rewards differ. The group keeps its size, so the advantages are computed as for any node; the redraws a
-    node took are counted on it (`Node.redraws`), their completions generated and scored for nothing kept."""
-    for _ in range(shape.redraws):
-        again = [node for node in level if tied(node.rewards)]
-        if not again:
-            return
-        draw(again, shape.num_agents, [len(node.completions[0]) for node in again], shape.joint_mode, generate,
-             score)
-        for node in again:
-            node.redraws += 1
-
-
-def draw_split(level: list[Node], shape: TreeShape, generate: GenerateFn, score: ScoreFn) -> None:
-    """The budgeted tree (`rollout.budget: split`, align mode), at the last turn: every node first gets
-    max(2, G // 2) samples per agent; the level's other (G - that) x nodes samples per agent go to the nodes in
-    proportion to the spread of their first draw's rewards, at most G more per node (`split_extra`). A node
-    whose first draw tied gets none, so a step may generate fewer than the fixed tree. The extra samples of
-    every node are drawn in one call (each node its own count) and appended: its group is the two draws
-    together, with `Node.first_draw` saying where the second starts (the advantages' baselines differ there)."""
-    n, g = shape.num_agents, shape.generations(level[0].turn)
-    first = max(2, g // 2)
-    draw(level, n, [first] * len(level), "align", generate, score)
-    extra = split_extra([node.rewards for node in level], (g - first) * len(level), cap=g)
-    for node in level:
-        node.first_draw = first
-    nodes = [node for node, e in zip(level, extra, strict=True) if e > 0]
-    counts = [e for e in extra if e > 0]
-    if not nodes:
-        return
-    added = [[(first + i,) * n for i in range(k)] for k in counts]
-    for node, rows, acts in zip(nodes, _sampled_rows(nodes, n, counts, generate), added, strict=True):
-        for row, more in zip(node.completions, rows, strict=True):
-            row.extend(more)
-        node.joint.extend(acts)
-    for node, chunk in zip(nodes, _scored_chunks(nodes, added, score), strict=True):
-        node.rewards.extend(float(s.reward) for s in chunk)
-        node.details.extend(s.detail for s in chunk)
-        node.next_states.extend(s.next_state for s in chunk)
-
-
-def draw_branches(level: list[Node], shape: BranchShape, generate: GenerateFn, score: ScoreFn) -> None:
-    """Branching inside a completion (`rollout.branch`, align mode, the last turn): every completion with a
-    surprising token (`branch_point`) gets `shape.samples` continuations from its prefix, all in one call, each
-    scored in its trunk's joint action with the trunk replaced by it; kept on the node as `Node.branches`."""
-    wanted: list[tuple[Node, Branch]] = []
-    for node in level:
-        for a, row in enumerate(node.completions):
-            for g, sample in enumerate(row):
-                p = branch_point(sample.completion_ids, sample.logprobs, shape)
-                if p is not None:
-                    wanted.append((node, Branch(a, g, p)))
-    if not wanted:
-        return
-    requests = [(br.agent, node.messages[br.agent]) for node, br in wanted]
-    prefixes = [tuple(node.completions[br.agent][br.trunk].completion_ids[:br.prefix]) for node, br in wanted]
-    outputs = generate(requests, shape.samples, prefixes)
-    if len(outputs) != len(requests):
-        raise RuntimeError(f"generate returned {len(outputs)} results for {len(requests)} requests")
-    pairs = []
-    for (node, br), samples in zip(wanted, outputs, strict=True):
-        br.samples = list(samples)
-        view = _with_row(node, br.agent, br.samples)  # the trunk's joint action, this agent's completion swapped
-        partners = node.joint[br.trunk]
-        pairs += [(view, tuple(k if a == br.agent else partners[a] for a in range(len(partners))))
-                  for k in range(len(br.samples))]
-    scored, start = score(pairs), 0
-    for node, br in wanted:
-        chunk = scored[start : start + len(br.samples)]
-        start += len(br.samples)
-        br.rewards = [float(s.reward) for s in chunk]
-        node.branches.append(br)
-
-
-def _with_row(node: Node, agent: int, row: list[Any]) -> Node:
-    """A scoring view of `node` whose `agent` row is `row` (its state, problem and other rows are the node's)."""
-    rows = [row if a == agent else node.completions[a] for a in range(len(node.completions))]
-    return Node(id=node.id, turn=node.turn, root=node.root, messages=node.messages, completions=rows,
-                state=node.state, problem=node.problem)
-
-
 class Engine(Protocol):
     """What the rollout samples from (`comlrl.engines.RolloutEngine`)."""
 
-    def generate(self, requests: list[tuple[int, Messages]], num_samples: int | list[int], greedy: bool = False,
-                 prefixes: Sequence[Sequence[int]] | None = None) -> list[list[Any]]: ...
+    def generate(self, requests: list[tuple[int, Messages]], num_samples: int | list[int], greedy: bool = False
+                 ) -> list[list[Any]]: ...
 
 
 def texts_along(node: Node, action: int, num_agents: int) -> list[list[str]]:
@@ -269,7 +169,7 @@ class Rollout:
         self.task, self.transition, self.engine = task, transition, engine
         self.problems, self.greedy, self.label = problems, greedy, label
         self.phase, self.on_done = phase, on_done
-        self.turn = 1  # the turn being expanded (a redraw of the last turn's tied nodes generates at it again)
+        self.turn = 1  # the turn being expanded
         self.gen_tokens = 0
         self.gen_seconds = 0.0
         self.score_seconds = 0.0
@@ -279,12 +179,10 @@ class Rollout:
         if self.phase is not None:
             self.phase(f"{self.label} turn {self.turn}: {doing}")
 
-    def generate(self, requests: list[tuple[int, Messages]], n: int | list[int],
-                 prefixes: Sequence[Sequence[int]] | None = None) -> list[list[Any]]:
+    def generate(self, requests: list[tuple[int, Messages]], n: int | list[int]) -> list[list[Any]]:
         self._phase(f"generating {len(requests) * n if isinstance(n, int) else sum(n)}")
         t0 = time.perf_counter()
-        out = (self.engine.generate(requests, n, greedy=self.greedy) if prefixes is None else
-               self.engine.generate(requests, n, greedy=self.greedy, prefixes=prefixes))
+        out = self.engine.generate(requests, n, greedy=self.greedy)
         self.gen_seconds += time.perf_counter() - t0
         self.gen_tokens += sum(len(s.completion_ids) for row in out for s in row)
         return out

@@ -20,7 +20,7 @@ PLOTS = ("overview.png", "reward.png", "pruned.png", "loss.png", "eval_pass_at_1
          "cooperation.png", "signal.png")
 SMOOTH = 3  # steps in the running mean drawn over noisy per-step curves
 COOPERATION = ("helper_called", "helper_used", "passed_with_helper")  # a code task's helper-call rates
-SIGNAL = ("signal_share", "redraw/draws")  # what the step's sampling bought (run/metrics.py: DrawSums)
+SIGNAL = ("signal_share",)  # what the step's sampling bought (run/metrics.py: DrawSums)
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 _DASHES = ("-", "--", "-.", ":")
 _TURN = re.compile(r"^turn_(\d+)/reward_mean$")
@@ -301,10 +301,9 @@ def plot_runs(runs: list[Run], out_dir: str | Path) -> list[Path]:
                 f"cooperation per step (share of training joint actions; thick: mean of {SMOOTH} steps)", smooth=True)
         drawn.append(paths[6])
     if any(r.series(SIGNAL[0])[0] for r in runs):  # runs from before it was logged get no empty figure
-        _panels(plt, runs, list(zip(SIGNAL, ("completions in a group with signal", "redraws of tied nodes"),
-                                    strict=True)), paths[7], colours,
+        _panels(plt, runs, list(zip(SIGNAL, ("completions in a group with signal",), strict=True)), paths[7], colours,
                 "what the sampling bought per step (signal share: completions in a sibling group that trains, over "
-                "all generated, redraws included)")
+                "all generated)")
         drawn.append(paths[7])
     return drawn
 

@@ -85,12 +85,12 @@ def test_gpu_check_quick(tmp_path: Path) -> None:
     trains all of a step's completions (1 tree of N=2, G=4, T=2: 8 + 32). One stage (CI's 20 minutes): the
     ZeRO-2 stage, a launch of the same trainer under accelerate's DeepSpeed plugin, costs 40 s here; it ran
     on the lent H200 (docs/results.md) and DeepSpeed's launch runs in the trainer's two-process tests.
-    MARLHF with a redraw: its rounds write pairs.jsonl during the step, into a run folder the check makes
+    MARLHF: its rounds write pairs.jsonl during the step, into a run folder the check makes
     (once they wrote into the shipped config's runs/align_T2_G4, absent on a fresh machine: the step failed)."""
     out = tmp_path / "g.json"
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), "--quick", "--out", str(out),
-                          "--stages", "bf16_ckpt", "algorithm.name=marlhf", "rollout.redraw_tied=1"],
+                          "--stages", "bf16_ckpt", "algorithm.name=marlhf"],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     data = json.loads(out.read_text())

@@ -140,27 +140,6 @@ def test_sampling_follows_the_torch_seed_and_returns_per_token_logprobs(pol, eng
     assert gap < 1e-3, f"engine and trainer log-probs differ by {gap}"
 
 
-def test_a_prefix_is_continued_as_the_completion_it_was_cut_from_in_both_engines(pol, engine) -> None:
-    """rollout.branch's continuations: greedy from a completion's first 3 tokens is the rest of that completion,
-    in both engines; the prefix ends the Sample's prompt, its text holds the whole answer, and the continuation
-    gets what is left of model.max_new_tokens (12)."""
-    hf = HFEngine(pol)
-    full = hf.generate(REQUESTS, 1, greedy=True)
-    assert all(len(row[0].completion_ids) > 4 for row in full), "the completions must be long enough to cut"
-    prefixes = [row[0].completion_ids[:3] for row in full]
-    for eng in (hf, engine):
-        got = eng.generate(REQUESTS, 1, greedy=True, prefixes=prefixes)
-        for row, whole, cut in zip(got, full, prefixes, strict=True):
-            s, w = row[0], whole[0]
-            assert s.prompt_ids == w.prompt_ids + cut and s.completion_ids == w.completion_ids[3:], eng.name
-            assert s.text == w.text and s.finished == w.finished
-            assert len(cut) + len(s.completion_ids) <= 12
-    torch.manual_seed(2)
-    sampled = engine.generate(REQUESTS[:2], 3, prefixes=prefixes[:2])
-    assert all(s.logprobs is not None and len(s.logprobs) == len(s.completion_ids) <= 9 for r in sampled for s in r)
-    assert all(s.prompt_ids[-3:] == cut for r, cut in zip(sampled, prefixes, strict=False) for s in r)
-
-
 def test_a_call_starts_with_the_held_agent_and_its_samples_do_not_depend_on_that(pol, engine) -> None:
     """Serving the held agent first saves a weight push and a cold prefix cache; the per-request seeds are
     drawn in request order, so the samples are the same whichever agent the engine held before."""

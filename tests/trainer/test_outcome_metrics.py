@@ -7,7 +7,8 @@ from dataclasses import dataclass
 import pytest
 
 from comlrl.run.metrics import StepSums, TurnSums, turn_means, turn_sums
-from comlrl.run.trainer import evaluation_plan, evaluation_summary, progress_numbers, tied_warning
+from comlrl.run.run_parts import evaluation_plan, evaluation_summary, progress_numbers
+from comlrl.run.trainer import tied_warning
 from comlrl.tasks.base import Task
 from comlrl.tasks.code.collab import CodeCollabTask
 from comlrl.tree.nodes import Node

@@ -14,7 +14,7 @@ import pytest
 from torch.utils import tensorboard
 
 from comlrl.config.schema import load_config
-from comlrl.run import trainer
+from comlrl.run import run_parts, trainer
 from comlrl.run.guard import Interrupted, guarded_run
 from comlrl.run.outputs import RunWriter
 
@@ -56,7 +56,7 @@ def test_sigterm_halfway_through_tensorboards_start_is_the_one_line_stop_and_no_
 
 
 def test_an_interrupted_writer_stops_the_trackers_it_started(tmp_path, monkeypatch, tiny_model):
-    monkeypatch.setattr(trainer, "RunWriter", InterruptedWriter)
+    monkeypatch.setattr(run_parts, "RunWriter", InterruptedWriter)
     cfg = _config(tmp_path / "run")
     before = set(_tensorboard_threads())
     with pytest.raises(KeyboardInterrupt):

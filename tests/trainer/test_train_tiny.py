@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 from safetensors.torch import load_file
-from trainer_helpers import SIGNAL, TINY, metrics, train_here
+from trainer_helpers import TINY, metrics, train_here
 
 pytestmark = pytest.mark.slow
 
@@ -133,28 +133,6 @@ def test_comlrl_compat_config_trains_in_crossed_mode(tmp_path, tiny_model):
     assert "joint_mode: cross" in (run / "config.yaml").read_text()
 
 
-def test_redraws_of_tied_last_turn_nodes_are_counted_in_the_metrics_and_the_trees(tmp_path, tiny_model):
-    """rollout.redraw_tied through the real trainer: without the signal reward the random model's code scores
-    alike on most nodes; the last turn's tied nodes are drawn again (at most twice), the first turn's never,
-    and metrics.jsonl and trees.jsonl agree on every count."""
-    run = tmp_path / "redraw"
-    args = [a for a in TINY if a != SIGNAL]
-    res = train_here(["--config", "configs/align_T2_G4.yaml", *args, "training.steps=1", "rollout.redraw_tied=2",
-                      "evaluation.samples=0", "evaluation.probe_problems=0", f"training.output_dir={run}"])
-    assert res.returncode == 0, res.stderr[-3000:]
-    step = metrics(run)[1]
-    trees = [json.loads(x) for x in (run / "trees.jsonl").read_text().splitlines()]
-    redrawn = [t for t in trees if t.get("redraws")]
-    assert redrawn and all(t["turn"] == 2 and 1 <= t["redraws"] <= 2 for t in redrawn)
-    assert step.get("redraw/nodes", 0) == len(redrawn) and step.get("redraw/draws", 0) == sum(
-        t["redraws"] for t in redrawn)
-    # a node given up after two redraws still ties; one that stopped early does not
-    assert step.get("redraw/recovered", 0) == sum(max(t["rewards"]) - min(t["rewards"]) > 1e-12 for t in redrawn)
-    generated = sum(2 * 4 * (1 + t.get("redraws", 0)) for t in trees)
-    trained = sum(len(a) for t in trees for a in t["advantages"] if a is not None)
-    assert step["signal_share"] == pytest.approx(trained / generated) and step["completions_generated"] == generated
-
-
 def test_a_share_of_each_group_trains_and_the_metrics_count_it(tmp_path, tiny_model):
     """magrpo.advantage.train_per_group=2 through the real trainer: every sibling group with a signal trains 2 of
     its 4 completions (fewer where fewer advantages are not 0), the signal share still counts whole groups, and
@@ -173,25 +151,3 @@ def test_a_share_of_each_group_trains_and_the_metrics_count_it(tmp_path, tiny_mo
     assert step["signal_share"] == pytest.approx(sum(len(a) for a in groups) / generated)
     for agent in (0, 1):  # LoRA B starts at zero: a non-zero B trained
         assert max(float(v.abs().max()) for k, v in _adapter(run, agent).items() if "lora_B" in k) > 0
-
-
-def test_a_budgeted_tree_splits_the_last_turn_and_trains_on_unequal_groups(tmp_path, tiny_model):
-    """rollout.budget=split through the real trainer: turn 1 keeps G = 4; each turn-2 node draws 2 samples per
-    agent, then the turn's other 2 per node go where the first two spread (at most 4 more to a node); every
-    sample of a group gets an advantage, and metrics.jsonl counts what was generated."""
-    run = tmp_path / "split"
-    res = train_here(["--config", "configs/align_T2_G4.yaml", *TINY, "training.steps=1", "rollout.budget=split",
-                      "rollout.solved_generations=null", "evaluation.samples=0", "evaluation.probe_problems=0",
-                      f"training.output_dir={run}"])
-    assert res.returncode == 0, res.stderr[-3000:]
-    step = metrics(run)[1]
-    trees = [json.loads(x) for x in (run / "trees.jsonl").read_text().splitlines()]
-    first, last = [t for t in trees if t["turn"] == 1], [t for t in trees if t["turn"] == 2]
-    assert all("first_draw" not in t and len(t["completions"][0]) == 4 for t in first)
-    sizes = [len(t["completions"][0]) for t in last]
-    assert all(t["first_draw"] == 2 for t in last) and all(2 <= s <= 6 for s in sizes)
-    assert sum(sizes) <= 4 * len(last) and any(s > 2 for s in sizes)  # the random model's code spreads somewhere
-    for t in last:
-        assert all(a is None or len(a) == len(t["completions"][0]) for a in t["advantages"])
-        assert len(t["rewards"]) == len(t["joint_actions"]) == len(t["completions"][0])
-    assert step["completions_generated"] == 2 * (4 * len(first) + sum(sizes))

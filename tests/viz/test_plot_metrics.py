@@ -226,19 +226,17 @@ def test_cooperation_is_drawn_only_for_runs_that_log_the_helper_call_rates(tmp_p
 
 
 def test_signal_share_is_drawn_for_runs_that_log_it_beside_runs_that_do_not(tmp_path: Path) -> None:
-    """Two arms of issue 39 overlaid: a fixed tree (signal share only) and one that redraws tied nodes."""
+    """Two arms of issue 39 overlaid, and a run from before the share was logged."""
     steps = metrics_a()  # step 0 is the evaluation before training: no sampling counts on it
     fixed = write_run(tmp_path / "fixed", metrics=[steps[0], *({**m, "signal_share": 0.5} for m in steps[1:])])
-    redraw = write_run(tmp_path / "redraw", metrics=[steps[0], *({**m, "signal_share": 0.7, "redraw/draws": 3,
-                                                                   "redraw/nodes": 2, "redraw/recovered": 1}
-                                                                  for m in steps[1:])])
+    share = write_run(tmp_path / "share", metrics=[steps[0], *({**m, "signal_share": 0.7} for m in steps[1:])])
     old = write_run(tmp_path / "old", metrics=metrics_a())
-    runs = load_runs([fixed, redraw, old])
+    runs = load_runs([fixed, share, old])
     assert [r.series("signal_share")[1] for r in runs] == [[0.5, 0.5], [0.7, 0.7], []]
     drawn = plot_runs(runs, tmp_path / "plots")
     assert [p.name for p in drawn] == [p for p in PLOTS if p != "cooperation.png"]
     w, _ = check_png(tmp_path / "plots" / "signal.png")
-    assert w == 2 * check_png(tmp_path / "plots" / "loss.png")[0]  # two panels: the share and the redraws
+    assert w == check_png(tmp_path / "plots" / "loss.png")[0]  # one panel: the share
 
 
 def test_the_table_shows_the_sampled_pass_rate_of_a_run_that_evaluated_sampled_only(tmp_path: Path) -> None:
