@@ -14,11 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "comlrl"
 # cycles whose removal is under way elsewhere, each a sorted tuple of its modules (empty when none)
-KNOWN: set[tuple[str, ...]] = {
-    # checks.py's `if TYPE_CHECKING:` import of RunConfig (schema imports checks' functions); checks.py has
-    # another owner for now: drop its import (take `cfg: Any` or a Protocol) and then this entry
-    ("comlrl.config.checks", "comlrl.config.schema"),
-}
+KNOWN: set[tuple[str, ...]] = set()
 
 
 def modules() -> dict[str, tuple[Path, bool]]:
@@ -135,3 +131,23 @@ def test_learn_imports_no_config_not_even_for_types() -> None:
     up = sorted(f"{a} -> {b}" for a in graph if a.startswith("comlrl.learn") for b in graph[a]
                 if b.startswith("comlrl.config"))
     assert not up, f"learn/ imports the config: {up}"
+
+
+def test_learn_imports_nothing_above_it_not_even_for_types() -> None:
+    """learn/ sits below the policies, the engines, the config and the run: it names what it needs of them in
+    its own Protocols (`comlrl.learn.learner.TrainedPolicies`, `WeightsListener`, `comlrl.learn.units.LearnConfig`)
+    and reads `Sample` from the tree's layer (`comlrl.tree.sample`), so no import of it reaches up."""
+    graph = import_graph()
+    above = ("comlrl.policy", "comlrl.engines", "comlrl.config", "comlrl.run")
+    up = sorted(f"{a} -> {b}" for a in graph if a.startswith("comlrl.learn") for b in graph[a]
+                if any(b == p or b.startswith(p + ".") for p in above))
+    assert not up, f"learn/ imports from above it: {up}"
+
+
+def test_tree_names_its_samples_without_the_policies() -> None:
+    """`Node.completions` holds `comlrl.tree.sample.Sample`s; the tree imports nothing of the policies."""
+    graph = import_graph()
+    assert "comlrl.tree.sample" in graph["comlrl.tree.nodes"]
+    up = sorted(f"{a} -> {b}" for a in graph if a.startswith("comlrl.tree") for b in graph[a]
+                if b.startswith("comlrl.policy"))
+    assert not up, f"tree/ imports the policies: {up}"

@@ -28,7 +28,7 @@ from feedback.context import CONTEXTS, SLICE_OF, normalize_slice
 from sandbox.isolation import LEVELS as ISOLATION_LEVELS
 
 if TYPE_CHECKING:
-    from comlrl.config.schema import RunConfig
+    from comlrl.config.sections import RunConfig
 
 __all__ = ["AGENT_MODES", "JOINT_MODE_ALIASES", "LR_SCHEDULES", "algorithm_sections", "choices", "normalize_slice",
            "resolved", "tree_joint_actions", "validate", "validate_threshold"]
