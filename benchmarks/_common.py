@@ -95,6 +95,12 @@ class TieBreakTask:
     def __getattr__(self, name):
         return getattr(self._task, name)
 
+    @property
+    def __class__(self):
+        """The wrapped task's class, so that `isinstance` sees the opt-in protocols it implements
+        (comlrl.tree.contracts: the rollout asks `isinstance(task, Prompting)` before `answer_prefix`)."""
+        return type(self._task)
+
     def score(self, items):
         out = self._task.score(items)
         return [dataclasses.replace(r, total=r.total + TIE_BREAK * sum(len(t) for t in texts))

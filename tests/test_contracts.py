@@ -18,7 +18,7 @@ from comlrl.tasks import build_task
 from comlrl.tasks.actions import ActionsTask, bundled_tasks_path
 from comlrl.tasks.actions.options import ActionsTaskConfig
 from comlrl.tasks.datasets import load_easy
-from comlrl.tree.contracts import Reward, Task, Transition
+from comlrl.tree.contracts import Reward, Task, TaskDefaults, Transition
 from comlrl.tree.rollout import Rollout, TreeShape
 from feedback.results import AgentAnalysis, CodeResults
 from sandbox.results import ExecResult
@@ -143,7 +143,7 @@ class Tally:
     all_passed: bool = False
 
 
-class Journal(Task):
+class Journal(TaskDefaults):
     """A toy environment task: the state is the texts of the path so far, the reward its length."""
 
     num_agents = 1
@@ -233,3 +233,56 @@ def test_every_task_names_its_problems_by_their_task_id() -> None:
              (build_task("code_single", None), ADD)]
     assert [task.problem_id(problem) for task, problem in cases] == [
         "row-7", "row-7", "simple_python_3", "simple_python_3", "simple_python_3", "greet-1", ADD.task_id]
+
+
+def test_the_required_task_protocol_has_at_most_ten_members() -> None:
+    """Issue point 5: one small protocol every task implements; every other ability is an opt-in protocol."""
+    from comlrl.tree import contracts
+
+    own = {n for n in vars(Task) if not n.startswith("_")} | set(Task.__annotations__)
+    assert own == set(contracts.TASK_MEMBERS) and len(own) <= 10
+    assert set(Task.__abstractmethods__) == {"load", "initial_messages", "score_joint"}
+    opt_in = (contracts.Scoring, contracts.Prompting, contracts.EnvironmentState, contracts.ProblemInfo,
+              contracts.Counts, contracts.Configured, contracts.SplitRoles, contracts.FeedbackPrompts)
+    for protocol in opt_in:  # no opt-in protocol redeclares a required member but `score_joint`'s default
+        assert not issubclass(protocol, Task)
+        assert set(vars(protocol)) & set(contracts.TASK_MEMBERS) <= {"score_joint", "num_agents", "role_names"}
+    assert all(issubclass(TaskDefaults, p) for p in opt_in if p is not contracts.FeedbackPrompts)
+
+
+class Minimal(Task):
+    """A task of the required protocol alone: two turns whose reward is the path's length."""
+
+    num_agents = 1
+    role_names = ["writer"]
+    reward_range = (0.0, 10.0)
+
+    def load(self, dataset_cfg):  # noqa: ANN001, ANN201
+        return ["p"], []
+
+    def initial_messages(self, problem):  # noqa: ANN001, ANN201
+        return [[{"role": "user", "content": problem}]]
+
+    def score_joint(self, turns):  # noqa: ANN001, ANN201
+        return [(Tally(float(t.turn)), (*(t.state or ()), t.texts[0])) for t in turns]
+
+    def transition(self, configured: Transition) -> Transition:
+        return self  # type: ignore[return-value]
+
+    def next_messages(self, task, paths):  # noqa: ANN001, ANN201
+        return [[[{"role": "user", "content": " | ".join(c.state)}]] for c in paths]
+
+
+def test_a_task_of_the_required_protocol_alone_runs_a_rollout() -> None:
+    """No opt-in protocol is needed: no answer prefix, no environment to release, no problem id."""
+    from comlrl.tree.contracts import Counts, FeedbackPrompts, Prompting
+
+    task = Minimal()
+    assert not isinstance(task, Prompting | Counts | FeedbackPrompts)
+    train, _ = task.load(None)
+    (root,) = Rollout(task, task.transition(None), Numbered(), train).run(TreeShape(1, 2, 2, "align", None), tag="")
+    assert root.problem is None and root.state is None and root.messages == [[{"role": "user", "content": "p"}]]
+    assert root.rewards == [1.0, 1.0] and root.next_states == [("g0",), ("g1",)]
+    assert root.children[1].messages == [[{"role": "user", "content": "g1"}]]
+    assert root.children[1].rewards == [2.0, 2.0]
+    task.close()

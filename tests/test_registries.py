@@ -155,3 +155,18 @@ def test_an_algorithm_declares_its_own_config_section_checked_where_it_is_define
     with pytest.raises(ConfigError, match=r"algorithm.tempered"):  # gone with its algorithm
         load_config(None, ["algorithm.tempered.tau=0.5"])
     assert [key for key, _ in algorithm_sections()] == ["dpo", "critic", "marlhf"]
+
+
+def test_a_task_on_the_bare_task_protocol_is_refused_in_one_line_naming_the_base_to_use() -> None:
+    """Plugins written before the opt-in protocols subclassed `Task` and implemented `score`: registering one
+    says what to change instead of failing later inside the trainer."""
+    from comlrl.config.registry import TASKS, register_task
+    from comlrl.tree.contracts import Task
+
+    class OldStyle(Task):
+        num_agents, role_names, reward_range = 1, ["solver"], (0.0, 1.0)
+
+    with pytest.raises(TypeError) as err:
+        register_task("old_style_task", OldStyle)
+    assert "OldStyle must subclass comlrl.tasks.base.TaskDefaults" in str(err.value)
+    assert "old_style_task" not in TASKS.names()

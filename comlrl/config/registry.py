@@ -10,7 +10,7 @@ imported here by name like any other module, so config validation, `build_task`,
     from comlrl.config.registry import register_task
 
     @register_task("my_task")
-    class MyTask(Task): ...
+    class MyTask(TaskDefaults): ...   # comlrl.tasks.base.TaskDefaults: the `Task` protocol with its defaults
 
 User modules that register things are listed in the config's top-level `plugins` key and imported
 before the config is validated (`import_plugins`), so their names are accepted like built-in ones.
@@ -34,6 +34,7 @@ from comlrl.llm.spec import PROVIDERS as BUILT_IN_PROVIDERS
 from comlrl.tasks import TASKS as TASK_TABLE
 from comlrl.tasks.code.reward import REWARDS as REWARD_TABLE
 from comlrl.tasks.code.reward import CodeRewardRule, FunctionRule
+from comlrl.tree.contracts import TaskDefaults
 from feedback.build import MODES as MODE_TABLE
 
 T = TypeVar("T")
@@ -96,9 +97,21 @@ def _decorator(registry: Registry[Any], name: str, obj: Any) -> Any:
 
 
 def register_task(name: str, task_type: type | None = None) -> Any:
-    """A `comlrl.tasks.Task` subclass selected by `task.name=<name>`; built with `from_config(task_cfg,
-    sandbox)`; `num_agents` is what `magrpo.num_agents` must be. Use as a decorator or call directly."""
-    return _decorator(TASKS, name, task_type)
+    """A `comlrl.tasks.base.TaskDefaults` subclass (the required `Task` protocol with the opt-in protocols the
+    config and the trainer read: options, counts, problem names) selected by `task.name=<name>`; built with
+    `from_config(task_cfg, sandbox)`; `num_agents` is what `magrpo.num_agents` must be. Use as a decorator or
+    call directly. A class on the bare `Task` (written before the opt-in protocols) is refused in one line that
+    says to change its base."""
+
+    def register(target: type) -> type:
+        if isinstance(target, type) and not issubclass(target, TaskDefaults):
+            raise TypeError(f"task.name: {name!r}: {target.__name__} must subclass comlrl.tasks.base.TaskDefaults "
+                            "(the required Task protocol with the defaults the trainer reads); a task written on "
+                            "Task: change its base to TaskDefaults, and add FeedbackPrompts if it uses the feedback "
+                            "modes")
+        return TASKS.register(name, target)
+
+    return register(task_type) if task_type is not None else register
 
 
 def register_transition(name: str, builder: Callable[..., Any] | None = None) -> Any:

@@ -1,7 +1,8 @@
 """One structured config for a whole run, validated at load time.
 
 `load_config(path, overrides)` merges a YAML file and `key=value` overrides onto the dataclass schema
-(`RunConfig` and this package's sections: `comlrl.config.sections`; re-exported here). Any unknown key, wrong type or impossible value raises `ConfigError` with one line that names the
+(`RunConfig` and this package's sections: `comlrl.config.sections`; re-exported here). Any unknown key, wrong
+type or impossible value raises `ConfigError` with one line that names the
 key and what is allowed, so a bad run fails before it loads a model.
 
 Each part owns its section: the feedback modes `external` (`feedback.context.ExternalConfig`), the tasks

@@ -28,6 +28,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -236,7 +237,8 @@ class RolloutServer:
 
 def _handler(server: RolloutServer, front: Any = None) -> type[BaseHTTPRequestHandler]:
     """The HTTP handler: the trainer's protocol, and with `front` (an `OpenAIFront`) the OpenAI endpoints."""
-    openai_paths = {"/v1/completions": "completions", "/v1/chat/completions": "chat_completions"}
+    openai_paths: dict[str, Callable[[dict], Any]] = {} if front is None else {
+        "/v1/completions": front.completions, "/v1/chat/completions": front.chat_completions}
 
     class Handler(BaseHTTPRequestHandler):
         def _reply(self, status: int, payload: dict[str, Any]) -> None:
@@ -274,14 +276,14 @@ def _handler(server: RolloutServer, front: Any = None) -> type[BaseHTTPRequestHa
             except Refused as exc:
                 self._reply(409, {"error": str(exc)})
 
-        def _openai(self, method: str) -> None:
+        def _openai(self, call: Callable[[dict], Any]) -> None:
             from comlrl.engines.openai_front import BadRequest, NotReady
 
             try:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
                 if not isinstance(body, dict):
                     raise BadRequest("the body is not a JSON object")
-                self._reply(200, getattr(front, method)(body))
+                self._reply(200, call(body))
             except (BadRequest, ValueError) as exc:
                 self._reply(400, {"error": {"message": str(exc), "type": "invalid_request_error"}})
             except NotReady as exc:

@@ -11,19 +11,44 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 
 from comlrl.learn.distributed import max_over_ranks, uses_deepspeed, uses_zero3
 from comlrl.tree.nodes import Node
+from comlrl.tree.sample import Sample
 
 if TYPE_CHECKING:
     from accelerate import Accelerator
 
-    from comlrl.engines import RolloutEngine
-    from comlrl.policy import AgentPolicies
-    from comlrl.policy.packing import Sample
+
+class ValueHeaded(Protocol):
+    """What the learner reads of the agents' module (`comlrl.policy.agents.AgentsModule` is one)."""
+
+    value_at_action: bool  # the value head scores (state, action), a Q head, not the state alone
+
+
+class TrainedPolicies(Protocol):
+    """What the learner needs of the agents' policies (`comlrl.policy.AgentPolicies` is one). learn/ sits below
+    the policies, so it names what it calls instead of importing their type."""
+
+    @property
+    def module(self) -> ValueHeaded: ...
+
+    def trainable_parameters(self) -> list[torch.nn.Parameter]: ...
+
+    def token_logprobs(self, samples: Sequence[Sample], module: torch.nn.Module | None = None,
+                       reference: bool = False) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+    def logprobs_and_values(self, samples: Sequence[Sample], module: torch.nn.Module | None = None
+                            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: ...
+
+
+class WeightsListener(Protocol):
+    """What the learner tells the rollout engine (`comlrl.engines.RolloutEngine` is one)."""
+
+    def weights_changed(self) -> None: ...
 
 
 @dataclass
@@ -31,11 +56,11 @@ class Learner:
     """The agents' trainable weights and what steps them."""
 
     accelerator: Accelerator
-    policies: AgentPolicies
+    policies: TrainedPolicies
     model: torch.nn.Module  # policies.module as prepared by accelerate (DDP) or DeepSpeed
     optimizer: torch.optim.Optimizer  # under DeepSpeed: its wrapper, stepped by the engine
     scheduler: torch.optim.lr_scheduler.LRScheduler
-    engine: RolloutEngine  # told when the weights change, so it never samples the old ones
+    engine: WeightsListener  # told when the weights change, so it never samples the old ones
     micro_batch_size: int  # magrpo.loss.micro_batch_size: completions per forward
     max_grad_norm: float  # magrpo.max_grad_norm (DeepSpeed: its gradient_clipping, set at build)
 

@@ -14,11 +14,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from comlrl.learn.advantages import AdvantageStats
 from comlrl.tree.nodes import Node
+from comlrl.tree.sample import Sample
 
 if TYPE_CHECKING:
     import torch
-
-    from comlrl.policy.sample import Sample
 
 
 class LearnConfig(Protocol):

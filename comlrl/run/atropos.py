@@ -58,6 +58,12 @@ def _unreachable(url: str, why: str) -> ConfigError:
                        "first (run-api --port PORT) or correct the URL")
 
 
+def _why(exc: Exception) -> str:
+    """What went wrong with a request: a URLError's reason (the refused connection, the unknown host), else the
+    error itself."""
+    return str(exc.reason if isinstance(exc, urllib.error.URLError) else exc)
+
+
 class AtroposClient:
     """The trainer's side of Atropos's API (atroposlib/api/trainer_interaction.md): register, pull batches."""
 
@@ -78,7 +84,7 @@ class AtroposClient:
         try:
             self._call("/")
         except (urllib.error.URLError, OSError, ValueError) as exc:
-            raise _unreachable(self.url, str(getattr(exc, "reason", exc))) from None
+            raise _unreachable(self.url, _why(exc)) from None
 
     def register(self, cfg: RunConfig, start_step: int, checkpoint_dir: str) -> Any:
         """POST /register with the run's numbers; a ConfigError (exit 2) naming the URL when it is not there."""
@@ -91,7 +97,7 @@ class AtroposClient:
         except urllib.error.HTTPError as exc:
             raise _unreachable(self.url, f"HTTP {exc.code} on /register: is it Atropos's run-api?") from None
         except (urllib.error.URLError, OSError, ValueError) as exc:
-            raise _unreachable(self.url, str(getattr(exc, "reason", exc))) from None
+            raise _unreachable(self.url, _why(exc)) from None
 
     def next_batch(self, step: int) -> list[Any]:
         """The next batch of groups: polls GET /batch while the queue is empty (a line every PROGRESS_S),
@@ -101,7 +107,7 @@ class AtroposClient:
             try:
                 answer = self._call("/batch")
             except (urllib.error.URLError, OSError, ValueError) as exc:
-                why = str(getattr(exc, "reason", exc))
+                why = _why(exc)
                 raise AtroposGone(f"the Atropos API server {self.url} stopped answering at step {step} ({why})"
                                   ) from None
             batch = answer.get("batch") if isinstance(answer, dict) else None

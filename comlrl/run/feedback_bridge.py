@@ -1,6 +1,6 @@
 """Binds the `feedback` package to a run as a `Transition`: builds contexts from a joint action's path,
-calls the configured mode, exposes counters. What a prompt shows of the task's results comes from the
-task's declared hooks (`Task.problem_statement`, `Task.shown_codes`): the bridge knows no task or reward type."""
+calls the configured mode, exposes counters. The contexts come from the code tasks' feedback adapter
+(comlrl/tasks/code/feedback.py, over the task's `FeedbackPrompts`): the bridge knows no task or reward type."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import feedback
 from comlrl.llm.reach import check_reachable
 from comlrl.models import resolve_model_path
+from comlrl.tasks.code.feedback import feedback_contexts
 from comlrl.tree.contracts import Continuation, Messages, Task
 
 
@@ -24,21 +25,7 @@ class FeedbackBridge:
 
     def next_messages(self, task: Task, paths: Sequence[Continuation]) -> list[list[Messages]]:
         """The configured feedback mode's next-turn prompts (this is the feedback modes' `Transition`)."""
-        contexts = [
-            feedback.FeedbackContext(
-                problem=c.problem.prompt,
-                agent_problems=[task.problem_statement(a, c.problem) for a in range(task.num_agents)],
-                role_names=list(task.role_names),
-                role_instructions=[task.revise_instructions(a) for a in range(task.num_agents)],
-                initial_messages=task.initial_messages(c.problem),
-                history=c.history,
-                reward=c.reward,
-                entry_point=c.problem.entry_point,
-                codes=task.shown_codes(c.history, c.reward),
-            )
-            for c in paths
-        ]
-        return self.build(contexts)
+        return self.build(feedback_contexts(task, paths))
 
     def build(self, contexts: list[feedback.FeedbackContext]) -> list[list[Messages]]:
         return feedback.build_next_messages(contexts, self.external, expert=self.expert, metrics=self.counters)

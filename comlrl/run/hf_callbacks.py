@@ -16,6 +16,7 @@ from __future__ import annotations
 import inspect
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -113,8 +114,13 @@ def transformers_style(callback: Any) -> bool:
     hf = sys.modules.get("transformers")  # not imported: nothing can be its subclass, and a refusal stays cheap
     if hf is not None and isinstance(callback, hf.TrainerCallback):
         return True
-    hooks = [getattr(callback, name) for name in HOOKS if callable(getattr(callback, name, None))]
+    hooks = _hooks(callback).values()
     return bool(hooks) and all(_first_parameter(hook) == "args" for hook in hooks)
+
+
+def _hooks(callback: Any) -> dict[str, Callable[..., Any]]:
+    """The hooks of HOOKS that `callback` has (a duck-typed one may lack some), by name."""
+    return {name: getattr(callback, name) for name in HOOKS if callable(getattr(callback, name, None))}
 
 
 def _first_parameter(hook: Any) -> str | None:
@@ -131,7 +137,7 @@ class TransformersHooks:
     def __init__(self, callback: Any, state: TrainerState, control: TrainerControl, args: RunArgs) -> None:
         self.callback, self.args = callback, args
         self.state, self.control, self._control = StateView(state, args), ControlView(control), control
-        self.hooks = {name: getattr(callback, name) for name in HOOKS if callable(getattr(callback, name, None))}
+        self.hooks = _hooks(callback)
 
     def _call(self, name: str, **kwargs: Any) -> None:
         hook = self.hooks.get(name)

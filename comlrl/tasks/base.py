@@ -1,4 +1,5 @@
-"""The data every task shares (`Problem`), the interface the trainer drives (`Task`) and the `task` config
+"""The data every task shares (`Problem`), the interface the trainer drives (`Task`, the
+required protocol; the opt-in ones and `TaskDefaults`, which brings them with their defaults) and the `task` config
 section a task is built from (`TaskConfig`).
 
 All are declared in `comlrl.tree.contracts` (with `Transition` and `Reward`); this module keeps the names
@@ -7,6 +8,20 @@ the tasks import.
 
 from __future__ import annotations
 
-from comlrl.tree.contracts import Problem, Task, TaskConfig
+from comlrl.tree.contracts import (
+    Configured,
+    Counts,
+    EnvironmentState,
+    FeedbackPrompts,
+    Problem,
+    ProblemInfo,
+    Prompting,
+    Scoring,
+    SplitRoles,
+    Task,
+    TaskConfig,
+    TaskDefaults,
+)
 
-__all__ = ["Problem", "Task", "TaskConfig"]
+__all__ = ["Configured", "Counts", "EnvironmentState", "FeedbackPrompts", "Problem", "ProblemInfo", "Prompting",
+           "Scoring", "SplitRoles", "Task", "TaskConfig", "TaskDefaults"]

@@ -27,12 +27,13 @@ from typing import Any
 
 from comlrl.errors import ConfigError
 from comlrl.tasks import TASKS
+from comlrl.tasks.base import FeedbackPrompts, TaskDefaults
 from comlrl.tasks.joint_chat import joint_chat, team_instructions
 from comlrl.tree.contracts import Continuation, JointTurn, Messages, Reward, Task, Transition
 from comlrl.tree.role_sections import close_tag, open_tag
 
 
-class CentralizedTask(Task):
+class CentralizedTask(TaskDefaults, FeedbackPrompts):
     """The team of `inner`'s N agents as one agent (see the module docstring)."""
 
     num_agents = 1
@@ -71,7 +72,9 @@ class CentralizedTask(Task):
 
     def problem_statement(self, agent: int, problem: Any) -> str:
         """Every distinct part of the problem the inner roles see (code_coop: the helper's rule too)."""
-        parts = (self.inner.problem_statement(a, problem) for a in range(self.inner.num_agents))
+        inner = self.inner
+        parts = (inner.problem_statement(a, problem) if isinstance(inner, FeedbackPrompts) else str(problem.prompt)
+                 for a in range(inner.num_agents))
         return "\n\n".join(dict.fromkeys(parts))
 
     def answer_prefix(self, agent: int, problem: Any) -> str:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from comlrl.errors import ConfigError
+from comlrl.tasks.base import TaskDefaults
 from comlrl.tasks.datasets import DatasetConfig, DatasetError, train_and_held_out
 from comlrl.tree.contracts import Continuation, Messages, Task, TaskConfig, Transition
 from feedback.context import cap
@@ -104,7 +105,7 @@ def rows_to_problems(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], 
     return out
 
 
-class TextTask(Task):
+class TextTask(TaskDefaults):
     """N agents answer prompts; the reward is the configured reward functions' (TRL convention)."""
 
     needs_reward_funcs = True  # its reward comes only from task.reward_funcs

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from comlrl.errors import require
 from comlrl.trainers.legacy import MAGRPO_RENAMED, MAGRPO_RETIRED, LegacyFields
@@ -74,24 +75,24 @@ class MAGRPOConfig(metaclass=LegacyFields):
     def __post_init__(self) -> None:
         """1.4.3's own checks (and its filling-in of train_batch_size and parallel_training)."""
 
-        def check(ok: bool, name: str, allowed: str) -> None:
-            check_field(self, ok, name, getattr(self, name), allowed)
+        def check(ok: bool, name: str, value: Any, allowed: str) -> None:
+            check_field(self, ok, name, value, allowed)
 
-        check(self.num_train_epochs >= 1, "num_train_epochs", "an integer >= 1")
-        check(self.num_agents >= 1, "num_agents", "an integer >= 1")
-        check(self.num_generations >= 2, "num_generations",
+        check(self.num_train_epochs >= 1, "num_train_epochs", self.num_train_epochs, "an integer >= 1")
+        check(self.num_agents >= 1, "num_agents", self.num_agents, "an integer >= 1")
+        check(self.num_generations >= 2, "num_generations", self.num_generations,
               "an integer >= 2 (the group baseline needs several samples)")
-        check(self.rollout_buffer_size >= 1, "rollout_buffer_size", "an integer >= 1")
-        check(self.eval_interval >= 0, "eval_interval", "an integer >= 0")
-        check(self.eval_num_samples >= 0, "eval_num_samples", "an integer >= 0")
-        check(self.eval_batch_size >= 1, "eval_batch_size", "an integer >= 1")
-        check(self.num_turns >= 1, "num_turns", "an integer >= 1")
-        check(self.logging_steps >= 1, "logging_steps", "an integer >= 1")
+        check(self.rollout_buffer_size >= 1, "rollout_buffer_size", self.rollout_buffer_size, "an integer >= 1")
+        check(self.eval_interval >= 0, "eval_interval", self.eval_interval, "an integer >= 0")
+        check(self.eval_num_samples >= 0, "eval_num_samples", self.eval_num_samples, "an integer >= 0")
+        check(self.eval_batch_size >= 1, "eval_batch_size", self.eval_batch_size, "an integer >= 1")
+        check(self.num_turns >= 1, "num_turns", self.num_turns, "an integer >= 1")
+        check(self.logging_steps >= 1, "logging_steps", self.logging_steps, "an integer >= 1")
         if self.train_batch_size is None:
             self.train_batch_size = self.rollout_buffer_size
-        check(self.train_batch_size >= 1, "train_batch_size", "an integer >= 1 or None")
+        check(self.train_batch_size >= 1, "train_batch_size", self.train_batch_size, "an integer >= 1 or None")
         mode = parallel_mode(self, self.parallel_training)
-        check(mode != "mp" or self.agent_devices is not None, "parallel_training",
+        check(mode != "mp" or self.agent_devices is not None, "parallel_training", self.parallel_training,
               "none unless agent_devices names a device per agent")
         self.parallel_training = mode
-        check(self.reference_kl_coef >= 0, "reference_kl_coef", "a number >= 0")
+        check(self.reference_kl_coef >= 0, "reference_kl_coef", self.reference_kl_coef, "a number >= 0")

@@ -9,6 +9,8 @@ line. The metaclass does this before the dataclass's own `__init__`, so `datacla
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from comlrl.errors import ConfigError
@@ -29,12 +31,12 @@ class LegacyFields(type):
     """Metaclass of the config dataclasses: old keyword names are translated (renamed) or set aside (retired)
     before the dataclass's `__init__` runs; see the module docstring."""
 
-    renamed_fields: dict[str, str]
-    retired_fields: dict[str, Any]
+    # a class that lists none of either kind reads these (a class's own attribute wins over its metaclass's)
+    renamed_fields: Mapping[str, str] = MappingProxyType({})
+    retired_fields: Mapping[str, Any] = MappingProxyType({})
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
-        renamed: dict[str, str] = getattr(cls, "renamed_fields", {})
-        retired: dict[str, Any] = getattr(cls, "retired_fields", {})
+        renamed, retired = cls.renamed_fields, cls.retired_fields
         legacy: dict[str, Any] = {}
         for old in [k for k in kwargs if k in renamed or k in retired]:
             value = kwargs.pop(old)

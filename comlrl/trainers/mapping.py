@@ -149,7 +149,7 @@ def unused(args: Any, out: Mapped, defaults: Any, no_meaning: dict[str, str]) ->
 def _legacy(args: Any, out: Mapped) -> None:
     """The names before 1.4 without a 1.4.3 field (`comlrl.trainers.legacy`): weight_decay honoured, a batch size
     other than 1 refused (as 1.3.2 did), the rest a warning when given away from their old default."""
-    old = getattr(args, "legacy_fields", {})
+    old = args.legacy_fields if isinstance(args, MAGRPOConfig) else {}  # set by its metaclass on every instance
     if "weight_decay" in old:
         out.set("magrpo.weight_decay", float(old["weight_decay"]), "weight_decay")
     if old.get("per_device_train_batch_size", 1) != 1:

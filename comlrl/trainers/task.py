@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from comlrl.config.registry import register_task
+from comlrl.tasks.base import TaskDefaults
 from comlrl.tasks.datasets import DatasetError
 from comlrl.trainers.callbacks import Formatter, RewardCall, TransitionCall
 from comlrl.tree.contracts import Continuation, JointTurn, Messages, Reward, Task, TaskConfig, Transition
@@ -76,7 +77,7 @@ class Hooks:
     transition: TransitionCall | None
 
 
-class ItemTask(Task):
+class ItemTask(TaskDefaults):
     """CoMLRL 1.4.3's task, made of a trainer's callables (`hooks`, set per registered subclass)."""
 
     hooks: Hooks

@@ -5,7 +5,8 @@ joint action that continues into the next turn's messages (the feedback modes ar
 tool responses and the actions environment's observations are others); a `Reward` is what scoring one
 joint action returns, whatever the task. Per-path environment state lives on the tree node
 (`comlrl.tree.nodes.Node.state`), so no task rebuilds it from text. The trainer calls only what is declared
-here; every optional hook has a default in `Task`.
+here: `Task` is the required protocol (`TASK_MEMBERS`), every optional ability an opt-in protocol with its
+defaults that callers ask for with `isinstance` (`TaskDefaults` brings them all but `FeedbackPrompts`).
 """
 
 from __future__ import annotations
@@ -121,23 +122,157 @@ class Transition(Protocol):
 
 
 class Task(ABC):
-    """Dataset + roles + prompts + scoring for `num_agents` collaborating agents."""
+    """The required protocol every task implements (9 members): its agents, data, first prompts, scoring and
+    next state. What else a task can do is an opt-in protocol below (`Scoring`, `Prompting`,
+    `EnvironmentState`, `ProblemInfo`, `Counts`, `Configured`, `SplitRoles`, `FeedbackPrompts`) that callers
+    ask for with `isinstance`; `TaskDefaults` brings every opt-in protocol but `FeedbackPrompts` with its
+    defaults, and the built-in tasks inherit it."""
 
     num_agents: int
     role_names: list[str]
     reward_range: tuple[float, float]
+
+    @abstractmethod
+    def load(self, dataset_cfg: Any) -> tuple[list[Any], list[Any]]:
+        """Train and eval problems for a dataset config (name, path, eval_size, max_problems, seed)."""
+
+    @abstractmethod
+    def initial_messages(self, problem: Any) -> list[Messages]:
+        """First-turn chat messages, one list per agent."""
+
+    @abstractmethod
+    def score_joint(self, turns: Sequence[JointTurn]) -> list[tuple[Reward, Any]]:
+        """(reward, state it leaves) per joint action: what the rollout calls to score a turn."""
+
+    def initial_state(self, problem: Any) -> Any:
+        """The environment a tree's first turn acts on (`Node.state` of its root); None: no environment."""
+        return None
+
+    def transition(self, configured: Transition) -> Transition:
+        """How this task's next turns are built: the configured feedback mode, unless the task brings its
+        own environment (tool responses, observations)."""
+        return configured
+
+    def close(self) -> None:
+        """The run is over: release what the task holds (servers, workspaces, clients)."""
+        return None
+
+
+TASK_MEMBERS = ("num_agents", "role_names", "reward_range", "load", "initial_messages", "score_joint",
+                "initial_state", "transition", "close")  # the required protocol, in the order `Task` declares it
+
+
+class Scoring(ABC):
+    """Opt-in: a task that scores the texts of a first turn (`score`) and gets `score_joint` from it, with the
+    weighted terms of the configured reward functions (task.reward_funcs, comlrl/tasks/reward_funcs.py)."""
+
+    reward_terms: Any = None  # comlrl.tasks.reward_funcs.RewardTerms of task.reward_funcs (set by build_task)
+
+    @abstractmethod
+    def score(self, items: list[tuple[Any, list[str]]]) -> list[Reward]:
+        """One `Reward` per (problem, completions per agent) item of a first turn, in order."""
+
+    def score_turns(self, turns: Sequence[JointTurn]) -> list[tuple[Reward, Any]]:
+        """(reward, state it leaves) per joint action. Tasks without an environment score the texts alone
+        and leave the state as it was."""
+        rewards = self.score([(t.problem, list(t.texts)) for t in turns])
+        return [(r, t.state) for r, t in zip(rewards, turns, strict=True)]
+
+    def score_joint(self, turns: Sequence[JointTurn]) -> list[tuple[Reward, Any]]:
+        """What the trainer calls: `score_turns`, plus the weighted terms of the configured reward
+        functions (task.reward_funcs, comlrl/tasks/reward_funcs.py) on every reward."""
+        scored = self.score_turns(turns)
+        return self.reward_terms.add(self, turns, scored) if self.reward_terms else scored
+
+    def reward_inputs(self, problem: Any) -> tuple[Any, dict[str, Any]]:
+        """(prompt, other columns) of a problem as a reward function receives them (TRL passes the prompt
+        and every other column of the data set's row); default: the fields of a dataclass problem."""
+        if not is_dataclass(problem):
+            return "", {}
+        columns = {f.name: vars(problem)[f.name] for f in fields(problem)}
+        return columns.pop("prompt", ""), columns
+
+
+class Prompting:
+    """Opt-in: how the rows of a task are generated (a forced answer start, stop strings, history cuts)."""
+
     stop_strings: tuple[str, ...] = ()  # generation of a row ends after one of these (e.g. a closing fence)
     head_messages: int | None = None  # leading messages a history cut keeps (None: system + first user)
+
+    def answer_prefix(self, agent: int, problem: Any) -> str:
+        """How agent `agent`'s answer must start in every turn ("" = free). The model continues it, so
+        small models cannot miss the format the reward checks (the function name, the code fence)."""
+        return ""
+
+
+class EnvironmentState:
+    """Opt-in: a task whose per-path environment states (`Node.state`, from `Task.initial_state`) hold
+    something to release between batches of trees."""
+
+    def begin_rollout(self) -> None:
+        """A new batch of trees starts: release what the previous one held (environment states)."""
+        return None
+
+
+class ProblemInfo:
+    """Opt-in: how trees.jsonl and eval.jsonl name and group a problem."""
+
+    def problem_label(self, problem: Any, index: int) -> str:
+        """How eval.jsonl names a problem: its own id (`problem_id`), else its position."""
+        own = self.problem_id(problem)
+        return own if own is not None else str(index)
+
+    def problem_id(self, problem: Any) -> str | None:
+        """The problem's own id, written on every node of its tree in trees.jsonl so that a reader can tell
+        which problem a tree was about: a HumanEval-format problem's `task_id`; None where there is none
+        (a task whose problems are of its own type names them itself)."""
+        return problem.task_id if isinstance(problem, Problem) else None
+
+    def problem_category(self, problem: Any) -> str:
+        """The group a problem's evaluation figures are also reported in (a benchmark's category, e.g.
+        BFCL's `simple_python`); "" for none."""
+        return ""
+
+
+class Counts:
+    """Opt-in: cooperation metrics, the 0/1 facts per scored joint action the trainer averages per turn,
+    and the task's own per-step counters."""
+
     outcome_names: tuple[str, ...] = ()  # the keys of `outcome_counts`
     headline_outcome: tuple[str, str] | None = None  # (label, outcome name) the progress bar shows per step
-    reward_terms: Any = None  # comlrl.tasks.reward_funcs.RewardTerms of task.reward_funcs (set by build_task)
+    reward_terms: Any = None  # (declared by `Scoring`: the reward functions' terms are counted too)
+
+    def outcome_counts(self, reward: Any) -> dict[str, float]:
+        """0/1 facts about one scored joint action, keyed by `outcome_names`, that the trainer averages
+        per turn and logs as rates (`<name>`, `turn_<t>/<name>`, `eval/...`): e.g. helper calls."""
+        return {}
+
+    @property
+    def count_names(self) -> tuple[str, ...]:
+        """What the trainer averages per turn: `outcome_names`, each reward function's `reward/<name>` and
+        their `reward/weighted_sum`."""
+        return (*self.outcome_names, *(self.reward_terms.metric_names if self.reward_terms else ()))
+
+    def counts(self, reward: Any) -> dict[str, float]:
+        """`outcome_counts(reward)` and each reward function's value of it, keyed by `count_names`."""
+        out = dict(self.outcome_counts(reward))
+        if self.reward_terms:
+            out.update(self.reward_terms.metrics(reward))
+        return out
+
+    def metrics(self) -> dict[str, float]:
+        """Counters since the last call (e.g. judge calls and fallbacks), logged per step as `task/<name>`."""
+        return {}
+
+
+class Configured(ABC):
+    """Opt-in: what the config layer asks of a registered task's class (options, agents, sandbox)."""
+
+    num_agents: int
+    role_names: list[str]
     options_type: type | None = None  # the dataclass of its options, `task.<name>.*` (None: it has none)
     needs_reward_funcs: bool = False  # its reward comes only from task.reward_funcs (the text task)
     needs_sandbox: bool = True  # it runs model-written code in the sandbox (False: the run starts none)
-    # one policy may write every role's part in one completion (algorithm.name=centralized): True where the
-    # parts only meet in the score, the prompts and the feedback; False where each agent acts on an
-    # environment through its own turns (its transition reads its own messages or state)
-    centralizable: bool = False
 
     @classmethod
     def validate_options(cls, options: Any) -> None:
@@ -162,26 +297,35 @@ class Task(ABC):
         return list(cls.role_names)
 
     @classmethod
-    def from_config(cls, task_cfg: TaskConfig, sandbox: Any) -> Task:
+    def from_config(cls, task_cfg: TaskConfig, sandbox: Any) -> Any:
         """The task for the `task` config section, scoring through `sandbox` (how `build_task` makes
         every registered task; override to read options such as `task.<name>.*`)."""
         return cls(sandbox)  # type: ignore[call-arg]
 
-    @abstractmethod
-    def load(self, dataset_cfg: Any) -> tuple[list[Any], list[Any]]:
-        """Train and eval problems for a dataset config (name, path, eval_size, max_problems, seed)."""
 
-    @abstractmethod
-    def initial_messages(self, problem: Any) -> list[Messages]:
-        """First-turn chat messages, one list per agent."""
+class SplitRoles(ABC):
+    """Opt-in: whether one policy may write every role's part in one completion (algorithm.name=centralized),
+    and how such a completion splits into the roles' parts."""
+
+    num_agents: int
+    # True where the parts only meet in the score, the prompts and the feedback; False where each agent acts
+    # on an environment through its own turns (its transition reads its own messages or state)
+    centralizable: bool = False
+
+    def split_roles(self, text: str) -> list[str]:
+        """One part per role of a completion that holds every role's answer in tagged sections
+        (`<agent_0>...</agent_0>`, comlrl/tree/role_sections.py): how a centralized policy's one completion is
+        scored and fed back per role. Never raises; a role without its section gets ""."""
+        return role_sections.split_roles(text, self.num_agents)
+
+
+class FeedbackPrompts(ABC):
+    """Opt-in: a task whose later turns the feedback modes build (`external.mode`, through the code tasks'
+    adapter comlrl/tasks/code/feedback.py): the texts those prompts reuse."""
 
     @abstractmethod
     def role_instructions(self, agent: int) -> str:
         """What agent `agent` must write; reused by the feedback prompts of later turns."""
-
-    @abstractmethod
-    def score(self, items: list[tuple[Any, list[str]]]) -> list[Reward]:
-        """One `Reward` per (problem, completions per agent) item of a first turn, in order."""
 
     def problem_statement(self, agent: int, problem: Any) -> str:
         """The problem text agent `agent` sees in every turn: the shared `problem.prompt`, unless the task
@@ -197,88 +341,7 @@ class Task(ABC):
         """The role text of the prompts after turn 1, where an agent also sees its teammates' code."""
         return self.role_instructions(agent)
 
-    def split_roles(self, text: str) -> list[str]:
-        """One part per role of a completion that holds every role's answer in tagged sections
-        (`<agent_0>...</agent_0>`, comlrl/tree/role_sections.py): how a centralized policy's one completion is
-        scored and fed back per role. Never raises; a role without its section gets ""."""
-        return role_sections.split_roles(text, self.num_agents)
 
-    def answer_prefix(self, agent: int, problem: Any) -> str:
-        """How agent `agent`'s answer must start in every turn ("" = free). The model continues it, so
-        small models cannot miss the format the reward checks (the function name, the code fence)."""
-        return ""
-
-    def problem_label(self, problem: Any, index: int) -> str:
-        """How eval.jsonl names a problem: its own id (`problem_id`), else its position."""
-        own = self.problem_id(problem)
-        return own if own is not None else str(index)
-
-    def problem_id(self, problem: Any) -> str | None:
-        """The problem's own id, written on every node of its tree in trees.jsonl so that a reader can tell
-        which problem a tree was about: a HumanEval-format problem's `task_id`; None where there is none
-        (a task whose problems are of its own type names them itself)."""
-        return problem.task_id if isinstance(problem, Problem) else None
-
-    def problem_category(self, problem: Any) -> str:
-        """The group a problem's evaluation figures are also reported in (a benchmark's category, e.g.
-        BFCL's `simple_python`); "" for none."""
-        return ""
-
-    def begin_rollout(self) -> None:
-        """A new batch of trees starts: release what the previous one held (environment states)."""
-        return None
-
-    def initial_state(self, problem: Any) -> Any:
-        """The environment a tree's first turn acts on (`Node.state` of its root); None: no environment."""
-        return None
-
-    def score_turns(self, turns: Sequence[JointTurn]) -> list[tuple[Reward, Any]]:
-        """(reward, state it leaves) per joint action. Tasks without an environment score the texts alone
-        and leave the state as it was."""
-        rewards = self.score([(t.problem, list(t.texts)) for t in turns])
-        return [(r, t.state) for r, t in zip(rewards, turns, strict=True)]
-
-    def score_joint(self, turns: Sequence[JointTurn]) -> list[tuple[Reward, Any]]:
-        """What the trainer calls: `score_turns`, plus the weighted terms of the configured reward
-        functions (task.reward_funcs, comlrl/tasks/reward_funcs.py) on every reward."""
-        scored = self.score_turns(turns)
-        return self.reward_terms.add(self, turns, scored) if self.reward_terms else scored
-
-    def reward_inputs(self, problem: Any) -> tuple[Any, dict[str, Any]]:
-        """(prompt, other columns) of a problem as a reward function receives them (TRL passes the prompt
-        and every other column of the data set's row); default: the fields of a dataclass problem."""
-        if not is_dataclass(problem):
-            return "", {}
-        columns = {f.name: vars(problem)[f.name] for f in fields(problem)}
-        return columns.pop("prompt", ""), columns
-
-    def transition(self, configured: Transition) -> Transition:
-        """How this task's next turns are built: the configured feedback mode, unless the task brings its
-        own environment (tool responses, observations)."""
-        return configured
-
-    def outcome_counts(self, reward: Any) -> dict[str, float]:
-        """0/1 facts about one scored joint action, keyed by `outcome_names`, that the trainer averages
-        per turn and logs as rates (`<name>`, `turn_<t>/<name>`, `eval/...`): e.g. helper calls."""
-        return {}
-
-    @property
-    def count_names(self) -> tuple[str, ...]:
-        """What the trainer averages per turn: `outcome_names`, each reward function's `reward/<name>` and
-        their `reward/weighted_sum`."""
-        return (*self.outcome_names, *(self.reward_terms.metric_names if self.reward_terms else ()))
-
-    def counts(self, reward: Any) -> dict[str, float]:
-        """`outcome_counts(reward)` and each reward function's value of it, keyed by `count_names`."""
-        out = dict(self.outcome_counts(reward))
-        if self.reward_terms:
-            out.update(self.reward_terms.metrics(reward))
-        return out
-
-    def metrics(self) -> dict[str, float]:
-        """Counters since the last call (e.g. judge calls and fallbacks), logged per step as `task/<name>`."""
-        return {}
-
-    def close(self) -> None:
-        """The run is over: release what the task holds (servers, workspaces, clients)."""
-        return None
+class TaskDefaults(Scoring, Prompting, EnvironmentState, ProblemInfo, Counts, Configured, SplitRoles, Task):
+    """A `Task` with every opt-in protocol but `FeedbackPrompts`, each with its defaults: what the built-in
+    tasks and most plugins subclass (they implement `load`, `initial_messages` and `score`)."""

@@ -13,6 +13,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from comlrl.tree.sample import Messages, Sample
+
 JOINT_MODES = ("align", "cross")
 
 
@@ -45,10 +47,10 @@ class Node:
     id: str
     turn: int  # 1-based
     root: int  # index of the tree (problem) in its batch
-    messages: list[list[dict]]  # per agent: the chat prompt
+    messages: list[Messages]  # per agent: the chat prompt
     parent: Node | None = field(default=None, repr=False, compare=False)  # the node whose joint action led here
     parent_action: int | None = None  # that joint action's index in `parent.joint`
-    completions: list[list[Any]] = field(default_factory=list)  # [agent][g]
+    completions: list[list[Sample]] = field(default_factory=list)  # [agent][g]
     joint: list[tuple[int, ...]] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)  # immediate reward per joint action
     details: list[Any] = field(default_factory=list)  # task's reward breakdown per joint action

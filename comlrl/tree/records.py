@@ -24,6 +24,7 @@ from typing import Any
 
 from comlrl.tree.contracts import Reward
 from comlrl.tree.nodes import Node
+from comlrl.tree.sample import Sample
 
 SCHEMA_VERSION = 2
 Message = dict[str, str]
@@ -211,7 +212,7 @@ def _is_chats(v: Any) -> bool:
                                        and isinstance(m.get("content"), str) for m in chat) for chat in v)
 
 
-def _text(completion: Any) -> str:
+def _text(completion: Sample | str) -> str:
     return completion if isinstance(completion, str) else completion.text
 
 

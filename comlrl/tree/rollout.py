@@ -15,24 +15,33 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-from comlrl.tree.contracts import Continuation, JointTurn, StepState, Task, Transition
+from comlrl.tree.contracts import (
+    Continuation,
+    EnvironmentState,
+    JointTurn,
+    ProblemInfo,
+    Prompting,
+    Reward,
+    StepState,
+    Task,
+    Transition,
+)
 from comlrl.tree.nodes import Node, joint_actions, should_terminate
-
-Messages = list[dict]
+from comlrl.tree.sample import Messages, Sample
 
 
 class Scored(NamedTuple):
     """What scoring one joint action gives the expander."""
 
     reward: float  # the immediate reward the tree backs up
-    detail: Any = None  # the task's `Reward` (breakdown, verdict, notes), kept on the node
+    detail: Reward | None = None  # the task's `Reward` (breakdown, verdict, notes), kept on the node
     next_state: Any = None  # the environment the joint action leaves: its child's `Node.state`
 
 
 # (agent, messages) requests, G (one for all, or one per request) -> that many completions per request, in
 # request order. Nodes of different G in one call keep them in one decode pass: a pass lasts about as long as
 # its longest completion, whatever its batch, so a second call costs about as much as the first.
-GenerateFn = Callable[..., list[list[Any]]]
+GenerateFn = Callable[..., list[list[Sample]]]
 # (node, joint action) pairs -> one `Scored` per pair
 ScoreFn = Callable[[list[tuple[Node, tuple[int, ...]]]], list[Scored]]
 # (node, joint-action index) pairs that continue -> per-agent messages of the child node
@@ -109,7 +118,7 @@ def expand_trees(
 
 
 def _sampled_rows(nodes: list[Node], num_agents: int, sizes: list[int], generate: GenerateFn
-                  ) -> list[list[list[Any]]]:
+                  ) -> list[list[list[Sample]]]:
     """`sizes[i]` samples per agent of node i, every node in one call: per node, one row per agent. One G for
     all goes to `generate` as one number (the fixed tree's call), several as one per request."""
     requests = [(a, node.messages[a]) for node in nodes for a in range(num_agents)]
@@ -149,7 +158,7 @@ class Engine(Protocol):
     """What the rollout samples from (`comlrl.engines.RolloutEngine`)."""
 
     def generate(self, requests: list[tuple[int, Messages]], num_samples: int | list[int], greedy: bool = False
-                 ) -> list[list[Any]]: ...
+                 ) -> list[list[Sample]]: ...
 
 
 def texts_along(node: Node, action: int, num_agents: int) -> list[list[str]]:
@@ -179,7 +188,7 @@ class Rollout:
         if self.phase is not None:
             self.phase(f"{self.label} turn {self.turn}: {doing}")
 
-    def generate(self, requests: list[tuple[int, Messages]], n: int | list[int]) -> list[list[Any]]:
+    def generate(self, requests: list[tuple[int, Messages]], n: int | list[int]) -> list[list[Sample]]:
         self._phase(f"generating {len(requests) * n if isinstance(n, int) else sum(n)}")
         t0 = time.perf_counter()
         out = self.engine.generate(requests, n, greedy=self.greedy)
@@ -213,6 +222,8 @@ class Rollout:
 
     def _prefixed(self, problem: Any, messages: list[Messages]) -> list[Messages]:
         """Each agent's chat, ending with the task's answer prefix as a partial assistant message if it has one."""
+        if not isinstance(self.task, Prompting):  # a task of the required protocol alone: free answers
+            return messages
         out = []
         for a, msgs in enumerate(messages):
             prefix = self.task.answer_prefix(a, problem)
@@ -225,11 +236,12 @@ class Rollout:
 
     def run(self, shape: TreeShape, tag: str) -> list[Node]:
         """One tree per problem, grown by `expand_trees`; returns the roots."""
-        self.task.begin_rollout()
+        if isinstance(self.task, EnvironmentState):
+            self.task.begin_rollout()
         roots = make_roots([self.initial_messages(p) for p in self.problems], tag)
         for root, problem in zip(roots, self.problems, strict=True):
             root.state = self.task.initial_state(problem)
-            root.problem = self.task.problem_id(problem)
+            root.problem = self.task.problem_id(problem) if isinstance(self.task, ProblemInfo) else None
         expand_trees(roots, shape, self.generate, self.score, self.next_messages)
         if self.on_done is not None:
             self.on_done(self.label)  # one line for the whole rollout, not one per prompt

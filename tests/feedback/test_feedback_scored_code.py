@@ -11,7 +11,7 @@ import pytest
 
 from comlrl.run.feedback_bridge import FeedbackBridge
 from comlrl.tasks import CodeCollabTask, TextTask, ToolAgentTask
-from comlrl.tasks.base import Problem
+from comlrl.tasks.base import FeedbackPrompts, Problem
 from comlrl.tasks.code.common import path_codes
 from comlrl.tasks.text import TextTaskConfig
 from comlrl.tree.contracts import Continuation
@@ -71,11 +71,13 @@ def test_path_codes_take_the_scored_code_last_and_extract_earlier_turns(scored):
 
 
 def test_only_a_code_task_shows_scored_code(scored):
-    """The bridge asks the task what a prompt shows (`Task.shown_codes`): a code task the code its reward
-    scored; other tasks, or a reward without code, the responses as written (None)."""
+    """The feedback adapter asks the task what a prompt shows (`FeedbackPrompts.shown_codes`): a code task the
+    code its reward scored, or for a reward without code the responses as written (None); the environment and
+    text tasks build their own next turns and do not implement `FeedbackPrompts` at all."""
     task, reward = scored
     history = [[HELPER], [MAIN]]
     assert task.shown_codes(history, reward) == path_codes(history, reward)
     assert task.shown_codes(history, object()) is None
-    assert ToolAgentTask().shown_codes([["text"]], reward) is None
-    assert TextTask(TextTaskConfig()).shown_codes([["text"]], reward) is None
+    assert isinstance(task, FeedbackPrompts)
+    assert not isinstance(ToolAgentTask(), FeedbackPrompts)
+    assert not isinstance(TextTask(TextTaskConfig()), FeedbackPrompts)

@@ -8,7 +8,7 @@ from typing import Any
 
 from comlrl.config.registry import register_task
 from comlrl.errors import require
-from comlrl.tasks.base import Problem, Task, TaskConfig
+from comlrl.tasks.base import FeedbackPrompts, Problem, TaskConfig, TaskDefaults
 
 
 @dataclass
@@ -25,7 +25,7 @@ class CountReward:
 
 
 @register_task("count_words")
-class CountTask(Task):
+class CountTask(TaskDefaults, FeedbackPrompts):
     num_agents = 1
     role_names = ["writer"]
     reward_range = (0.0, 1.0)

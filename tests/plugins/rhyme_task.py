@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from comlrl.config.registry import register_task
-from comlrl.tasks.base import Problem, Task
+from comlrl.tasks.base import FeedbackPrompts, Problem, TaskDefaults
 
 WORDS = ("cat", "light", "moon", "tree", "rain", "bell")
 
@@ -32,7 +32,7 @@ def rhyme_reward(target: str, text: str) -> RhymeReward:
 
 
 @register_task("rhyme")
-class RhymeTask(Task):
+class RhymeTask(TaskDefaults, FeedbackPrompts):
     num_agents = 1
     role_names = ["poet"]
     reward_range = (0.0, 2.0)

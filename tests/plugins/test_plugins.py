@@ -11,6 +11,7 @@ import pytest
 from comlrl.config.registry import TASKS, TRANSITIONS, Registry, register_task
 from comlrl.config.schema import ConfigError, load_config, schema_keys
 from comlrl.tasks import build_task
+from comlrl.tree.contracts import TaskDefaults
 
 HERE = Path(__file__).resolve().parent
 PLUGINS = ["plugins=[rhyme_task,echo_feedback]"]
@@ -58,7 +59,7 @@ def test_a_taken_name_is_refused_and_re_registering_the_same_object_is_not() -> 
     with pytest.raises(ValueError, match="non-empty string"):
         reg.register(" ", object())
     with pytest.raises(ValueError, match="task.name: 'code_collab' is already registered"):
-        register_task("code_collab", type("Other", (), {}))
+        register_task("code_collab", type("Other", (TaskDefaults,), {}))
 
 
 def test_a_plugin_task_declares_its_options_and_checks_them() -> None:

@@ -20,7 +20,7 @@ from comlrl.tasks.code.coop import HELPER_DEMOS, MAIN_DEMOS
 from comlrl.tasks.code.coop_problems import generate_coop_problems
 from comlrl.tasks.datasets import load_easy
 from comlrl.tasks.text import TextProblem, TextTask, TextTaskConfig
-from comlrl.tree.contracts import Continuation, JointTurn, Task, TaskConfig
+from comlrl.tree.contracts import Continuation, JointTurn, TaskConfig, TaskDefaults
 from comlrl.tree.nodes import Node
 from comlrl.tree.role_sections import close_tag, join_roles, open_tag, split_roles
 
@@ -137,7 +137,7 @@ def test_join_roles_is_what_split_roles_reads_back() -> None:
 
 
 def test_every_task_splits_into_its_own_number_of_roles() -> None:
-    """`Task.split_roles` is the hook (a task may read its own format); the default reads the tags."""
+    """`SplitRoles.split_roles` is the hook (a task may read its own format); the default reads the tags."""
     collab = build_task("code_collab", None)
     assert collab.split_roles(join_roles(["h", "m", "extra"])) == ["h", "m"]
     assert collab.split_roles("no tags") == ["", ""]
@@ -147,7 +147,7 @@ def test_every_task_splits_into_its_own_number_of_roles() -> None:
 def test_which_tasks_can_be_centralized() -> None:
     """The code tasks of two agents and the text task: their parts only meet in the score and the prompts.
     The tool agent (one agent, its own tool turns) and the actions task (an environment per path) cannot."""
-    assert Task.centralizable is False  # a plug-in task opts in
+    assert TaskDefaults.centralizable is False  # a plug-in task opts in
     assert {name: TASKS[name].centralizable for name in ("code_collab", "code_coop", "text", "code_single",
                                                          "tool_agent", "actions")} == {
         "code_collab": True, "code_coop": True, "text": True, "code_single": False, "tool_agent": False,

@@ -9,7 +9,7 @@ import pytest
 from comlrl.run.metrics import StepSums, TurnSums, turn_means, turn_sums
 from comlrl.run.run_parts import evaluation_plan, evaluation_summary, progress_numbers
 from comlrl.run.trainer import tied_warning
-from comlrl.tasks.base import Task
+from comlrl.tasks.base import TaskDefaults
 from comlrl.tasks.code.collab import CodeCollabTask
 from comlrl.tree.nodes import Node
 
@@ -21,7 +21,7 @@ class FakeReward:
     all_passed: bool
 
 
-class CountingTask(Task):
+class CountingTask(TaskDefaults):
     num_agents = 2
     role_names = ["helper", "main"]
     reward_range = (0.0, 1.0)

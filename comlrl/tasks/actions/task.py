@@ -46,7 +46,7 @@ from comlrl.tasks.actions.judge import (
 from comlrl.tasks.actions.options import ActionsTaskConfig
 from comlrl.tasks.actions.registry import REGISTRY, ActionRegistry
 from comlrl.tasks.actions.taskfile import ActionProblem, TaskFileError, load_action_tasks
-from comlrl.tasks.base import Task
+from comlrl.tasks.base import Task, TaskDefaults
 from comlrl.tasks.datasets import DatasetConfig, DatasetError, split_problems
 from comlrl.tree.contracts import Continuation, JointTurn, Messages, TaskConfig, Transition
 from sandbox.executor import Sandbox
@@ -103,7 +103,7 @@ def _resolve_local(name: str) -> str:
     return str(resolve_model_path(name))
 
 
-class ActionsTask(Task):
+class ActionsTask(TaskDefaults):
     """Operator + reviewer acting on a workspace through structured actions, judged at the end."""
 
     num_agents = 2

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from comlrl.errors import ConfigError, require
+from comlrl.tasks.base import TaskDefaults
 from comlrl.tasks.bfcl import official, prompts
 from comlrl.tasks.bfcl.calls import Call, decode
 from comlrl.tasks.bfcl.checker import Verdict
@@ -107,7 +108,7 @@ class BfclMultiTurnConfig:
     error_penalty: float = 0.1  # x the share of the turn's calls that failed
 
 
-class BfclMultiTurnTask(Task):
+class BfclMultiTurnTask(TaskDefaults):
     """BFCL v4 multi-turn categories on the turn tree, judged by BFCL's multi-turn checker (docs/bfcl.md)."""
 
     needs_sandbox = False  # BFCL's checkers and backends run in the task's own scoring process

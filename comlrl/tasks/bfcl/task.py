@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from comlrl.errors import ConfigError
+from comlrl.tasks.base import TaskDefaults
 from comlrl.tasks.bfcl import prompts
 from comlrl.tasks.bfcl.data import (
     RELEVANCE_CATEGORIES,
@@ -60,7 +61,7 @@ def check_roles_and_weights(where: str, roles: Sequence[str], weights: dict[str,
             raise ConfigError(f"config error: {where}.{key}={value!r} is not allowed; expected a finite number >= 0")
 
 
-class BfclTask(Task):
+class BfclTask(TaskDefaults):
     """BFCL v4 single-turn categories, judged by BFCL's AST checker (docs/bfcl.md)."""
 
     needs_sandbox = False  # replies are decoded as literals and judged by BFCL's checker: no model code runs

@@ -14,7 +14,7 @@ from abc import abstractmethod
 from typing import Any
 
 from comlrl.errors import not_allowed
-from comlrl.tasks.base import Problem, Task
+from comlrl.tasks.base import FeedbackPrompts, Problem, TaskDefaults
 from comlrl.tasks.code import reward as levels
 from comlrl.tasks.code.extract import decorators, extract_code
 from comlrl.tasks.code.reward import CodeReward, ScoreRequest
@@ -66,7 +66,7 @@ def path_codes(history: list[list[str]], reward: CodeReward) -> list[list[str]]:
     return [[extract_code(text) for text in turns[:-1]] + [reward.codes[a]] for a, turns in enumerate(history)]
 
 
-class CodeTask(Task):
+class CodeTask(TaskDefaults, FeedbackPrompts):
     """Base of the code-writing tasks; `sandbox` is a `sandbox.executor.Sandbox` (or anything with its API)."""
 
     helper_name = "aux"

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from comlrl.errors import require
-from comlrl.tasks.base import Problem, Task
+from comlrl.tasks.base import Problem, Task, TaskDefaults
 from comlrl.tasks.datasets import DatasetConfig, easy_path, load_dataset
 from comlrl.tasks.tool_agent import environment as tool_env
 from comlrl.tasks.tool_agent import prompts, turns
@@ -36,7 +36,7 @@ class ToolAgentConfig:
     hints: bool = True  # a short continuation hint after each tool response
 
 
-class ToolAgentTask(Task):
+class ToolAgentTask(TaskDefaults):
     """N=1 tool-using coder; `cfg` holds its options (`task.tool_agent`)."""
 
     num_agents = 1

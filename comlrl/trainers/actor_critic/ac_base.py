@@ -57,10 +57,16 @@ class ActorCriticTrainerBase(CompatTrainer):
 
     @staticmethod
     def separate_critic(args: Any) -> bool:
-        """Whether 1.4.3 trains a critic model of its own for `args` (MAAC always does)."""
-        return bool(getattr(args, "use_separate_critic", True))
+        """Whether 1.4.3 trains a critic model of its own for `args` (MAAC always does; IAC says in its config)."""
+        return True
+
+    @staticmethod
+    def head_options(args: Any) -> dict[str, Any]:
+        """The critic options only some configs have, by name (IAC's hidden dims and value clip; MAAC has none)."""
+        return {}
 
     def _map(self, train_rows: int) -> Mapped:
         return map_actor_critic(self.args, algorithm=self.algorithm, defaults=self.default_config_cls(),
                                 separate=self.separate_critic(self.args), train_rows=train_rows,
+                                head_options=self.head_options(self.args),
                                 evaluate=bool(self.eval_items))

@@ -94,6 +94,18 @@ MetricsCallback = Callable[[list[RolloutSample]], dict[str, float]]
 class IACTrainer(ActorCriticTrainerBase):
     """1.4.3's IAC on this engine's `iac`: per agent, a value head on its own model is the critic of its state."""
 
+    @staticmethod
+    def separate_critic(args: Any) -> bool:
+        """IAC trains a critic model of its own unless its config says `use_separate_critic=False`."""
+        return bool(args.use_separate_critic)
+
+    @staticmethod
+    def head_options(args: Any) -> dict[str, Any]:
+        """IACConfig's critic options that MAACConfig lacks."""
+        return {"value_head_hidden_dim": args.value_head_hidden_dim,
+                "critic_value_head_hidden_dim": args.critic_value_head_hidden_dim,
+                "value_clip_range": args.value_clip_range}
+
     default_config_cls = IACConfig
     algorithm_name = "IAC"
     algorithm = "iac"

@@ -18,6 +18,7 @@ Pure: no model, no torch.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from comlrl.trainers.mapping import COMPAT_KEYS, Mapped, evaluation, reference_kl, sampling, turns, unused
@@ -44,7 +45,7 @@ def items_per_update(args: Any, train_rows: int) -> int:
     return max(1, min(-(-int(args.rollout_buffer_size) // per_item), max(1, train_rows)))
 
 
-def _critic(args: Any, out: Mapped, separate: bool) -> None:
+def _critic(args: Any, out: Mapped, separate: bool, head_options: Mapping[str, Any]) -> None:
     """critic_type, value_loss_coef and the heads' learning rate (a head on the agent trains at the agent's rate
     in 1.4.3); an MLP head is refused, a value clip that 1.4.3 would apply warns."""
     out.set("algorithm.critic.kind", str(args.critic_type or "v").lower(), "critic_type")
@@ -52,11 +53,11 @@ def _critic(args: Any, out: Mapped, separate: bool) -> None:
     rate = args.critic_learning_rate if separate else None
     out.set("algorithm.critic.learning_rate", None if rate is None else float(rate), "critic_learning_rate")
     for name in HIDDEN_DIMS:
-        value = getattr(args, name, None)
+        value = head_options.get(name)
         if value is not None:
             raise out.refuse(name, value, "None (the value heads here are one linear layer on the agent's final "
                              "hidden state; a hidden layer cannot be added)")
-    clip = getattr(args, "value_clip_range", None)
+    clip = head_options.get("value_clip_range")
     if not separate and clip is not None:
         out.warn("value_clip_range", clip, "has no meaning here (the value loss is not clipped; 1.4.3 clips a head "
                  "on the agent to the old value +- this)")
@@ -66,10 +67,10 @@ def _critic(args: Any, out: Mapped, separate: bool) -> None:
 
 
 def map_actor_critic(args: Any, *, algorithm: str, defaults: Any, separate: bool, train_rows: int,
-                     evaluate: bool) -> Mapped:
+                     evaluate: bool, head_options: Mapping[str, Any] | None = None) -> Mapped:
     """The RunConfig keys for `args` (an IACConfig or MAACConfig; `defaults` its class's defaults) trained by
     `algorithm` (iac or maac) with a `separate` critic in 1.4.3, on `train_rows` items, evaluating when
-    `evaluate`."""
+    `evaluate`; `head_options`: the critic options only its config has (IAC's HIDDEN_DIMS and value_clip_range)."""
     out = Mapped(type(args).__name__)
     for key, value in AC_KEYS.items():
         out.set(key, value, "")
@@ -82,7 +83,7 @@ def map_actor_critic(args: Any, *, algorithm: str, defaults: Any, separate: bool
     out.set("magrpo.num_generations", int(args.num_generations), "num_generations")
     sampling(args, out)
     turns(args, out)
-    _critic(args, out, separate)
+    _critic(args, out, separate, head_options or {})
     whiten = bool(args.advantage_normalization) and trees * int(args.num_generations) > 1
     out.set("magrpo.advantage.scale", "group" if whiten else "none", "advantage_normalization")
     evaluation(args, out, evaluate, trees)

@@ -86,7 +86,8 @@ class CentralizedMAGRPOTrainer(MAGRPOTrainer):
                  args: CentralizedMAGRPOConfig | None = None, reward_processor: Callable[[float], float] | None = None,
                  **kwargs: Any) -> None:
         args = args if args is not None else self.default_config_cls()
-        if getattr(args, "collaboration_mode", None) != "centralized" or args.num_turns != 1:
+        if (not isinstance(args, CentralizedMAGRPOConfig) or args.collaboration_mode != "centralized"
+                or args.num_turns != 1):
             raise ConfigError("config error: args: CentralizedMAGRPOTrainer needs a CentralizedMAGRPOConfig (one turn, "
                               "collaboration_mode='centralized')")
         if num_agents != args.num_agents:
