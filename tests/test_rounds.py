@@ -12,10 +12,10 @@ from pathlib import Path
 from comlrl.config.schema import load_config
 from comlrl.learn.algorithms import ALGORITHMS
 from comlrl.learn.units import Unit
-from comlrl.policy.sample import Sample
 from comlrl.run.comparators import Comparator, JudgeItem
 from comlrl.run.rounds import PairRounds, RoundPair, candidates, joint_text, pair_records, question, read_rounds
 from comlrl.tree.nodes import Node
+from comlrl.tree.sample import Sample
 
 
 def _sample(agent: int, text: str) -> Sample:

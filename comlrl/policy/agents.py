@@ -30,7 +30,7 @@ from torch.utils.checkpoint import checkpoint
 
 from comlrl.policy.logprobs import grouped_logprobs, hidden_to_logprobs, packed_hidden
 from comlrl.policy.packing import PackedBatch
-from comlrl.policy.sample import agent_name
+from comlrl.tree.sample import agent_name
 
 
 class AgentsModule(nn.Module, ABC):

@@ -27,7 +27,7 @@ from comlrl.policy.loading import build_agents, eos_ids, load_tokenizers
 from comlrl.policy.model_card import base_model, card, name_base
 from comlrl.policy.packing import PackedBatch, pack
 from comlrl.policy.prompts import FittedPrompt, describe_cuts, fit_prompt
-from comlrl.policy.sample import Messages, Sample, agent_name, answer_prefix_of
+from comlrl.tree.sample import Messages, Sample, agent_name, answer_prefix_of
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from comlrl.console import plural
-from comlrl.policy.sample import Messages, answer_prefix_of
+from comlrl.tree.sample import Messages, answer_prefix_of
 
 
 def encode_chat(tokenizer: Any, messages: Messages) -> list[int]:

@@ -1,6 +1,6 @@
 """What the policies hand out and the tree holds: a `Sample` per completion, the chat `Messages` it answers, and
 the names every part of the policy shares. Pure (no torch, no models): it sits in the tree's layer, so the
-tree, the learner and the policies all name the same types (`comlrl.policy.sample` re-exports them)."""
+tree, the learner and the policies all name the same types (`comlrl.policy` re-exports them)."""
 
 from __future__ import annotations
 
