@@ -191,7 +191,8 @@ def resolved(cfg: RunConfig) -> RunConfig:
     task = cfg.task
     options = task.options()
     if options is not None:
-        task = replace(task, **{task.name: TASKS.get(task.name).resolve_options(options, m.num_turns)})
+        task = replace(task, **{task.name: TASKS.get(task.name).resolve_options(options, m.num_turns,
+                                                                                     cfg.model.name)})
     return replace(cfg, magrpo=replace(m, joint_mode=JOINT_MODE_ALIASES.get(m.joint_mode, m.joint_mode)),
                    external=replace(cfg.external, sandbox_slice=normalize_slice(cfg.external.sandbox_slice)),
                    task=task)

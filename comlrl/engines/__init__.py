@@ -71,17 +71,19 @@ class RolloutConfig:
     # samples per agent at a node whose parent joint action solved the problem (its turns after a solved answer
     # cost less: an unbiased estimate of that path's continuation from fewer samples); null = G, as any node
     solved_generations: int | None = None
+    # tree: G samples per agent at every node (the turn tree) | flat: G independent episodes per problem (G samples
+    # at the root, one at every later turn), each later move trained with its episode's advantage (trajectory-level
+    # GRPO, as flat multi-turn trainers do): the baseline the tree is measured against
+    shape: str = "tree"
     vllm: VLLMSettings = field(default_factory=VLLMSettings)
     server: ServerSettings = field(default_factory=ServerSettings)
     atropos: AtroposSettings = field(default_factory=AtroposSettings)
-
-    # transitional, not config keys (a config naming one fails as an unknown key): comlrl/run/trainer.py still
-    # reads the removed switches (docs/results.md#what-did-not-work); drop these with its arguments to TreeShape
 
     def check(self) -> None:
         require(self.is_cap is None or self.is_cap >= 1.0, "rollout.is_cap", self.is_cap, "a number >= 1 or null")
         require(self.solved_generations is None or self.solved_generations >= 2, "rollout.solved_generations",
                 self.solved_generations, "an integer >= 2 (a sibling group needs two) or null (= G)")
+        require(self.shape in ("tree", "flat"), "rollout.shape", self.shape, "tree or flat")
         v, s = self.vllm, self.server
         require(v.kv_cache_gib >= 1, "rollout.vllm.kv_cache_gib", v.kv_cache_gib, "an integer >= 1")
         require(0 < v.gpu_memory_utilization <= 1, "rollout.vllm.gpu_memory_utilization", v.gpu_memory_utilization,

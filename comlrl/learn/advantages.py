@@ -106,14 +106,21 @@ class AdvantageStats:
 
 
 def assign_advantages(
-    roots: Sequence[Node], baseline: str, scale: str, eps: float, credit: str = "mean",
+    roots: Sequence[Node], baseline: str, scale: str, eps: float, credit: str = "mean", episodes: bool = False,
 ) -> AdvantageStats:
     """Fill `node.advantages[agent]` for every node; returns must be backed up first. Agents and samples
-    are counted on each node (a turn may sample fewer: the evaluation's chains)."""
+    are counted on each node (a turn may sample fewer: the evaluation's chains). `episodes` (flat rollouts: one
+    sample per agent after the root) gives a later node's one sample its episode's advantage: that of the
+    parent's completion its path went through, down to the root's group (trajectory-level credit)."""
     stats = AdvantageStats()
     for root in roots:
-        for node in root.walk():
+        for node in root.walk():  # parents before children
             node.advantages = []
+            parent, j = node.parent, node.parent_action
+            if episodes and parent is not None and j is not None and all(len(r) == 1 for r in node.completions):
+                node.advantages = [None if parent.advantages[a] is None else [parent.advantages[a][parent.joint[j][a]]]
+                                   for a in range(len(node.completions))]
+                continue
             for agent, row in enumerate(node.completions):
                 values = completion_values(node.joint, node.returns, agent, len(row), credit)
                 adv = group_advantages(values, baseline, scale, eps)

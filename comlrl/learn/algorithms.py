@@ -96,7 +96,7 @@ def _advantage_units(roots: Sequence[Node], cfg: LearnConfig, values: StateValue
                      ) -> tuple[list[Unit], AdvantageStats]:
     m = cfg.magrpo
     stats = assign_advantages(list(roots), m.advantage.baseline, m.advantage.scale, m.advantage.eps,
-                              credit=m.advantage.credit)
+                              credit=m.advantage.credit, episodes=cfg.rollout.shape == "flat")
     nodes = [node for root in roots for node in root.walk()]
     groups = [(node.completions[a], adv) for node in nodes for a, adv in enumerate(node.advantages) if adv is not None]
     size = m.advantage.train_per_group

@@ -48,6 +48,7 @@ class ChatClient(ABC):
 
     provider = "base"
     deterministic = False  # True: the same prompt always gives the same reply, so an unparseable one is final
+    continues_answer = False  # True: a trailing assistant message is continued (the reply is what follows it)
 
     def __init__(self, model: str, settings: LLMSettings | None = None, *, endpoint: str = "",
                  metrics: CounterSink | None = None, **fields: Any) -> None:

@@ -22,6 +22,7 @@ from comlrl.llm.settings import LLMSettings
 class LocalClient(ChatClient):
     provider = "local"
     deterministic = True  # greedy decoding: retrying an unparseable reply would repeat it
+    continues_answer = True  # a trailing assistant message is an answer begun: the model continues it
 
     def __init__(self, model: str, settings: LLMSettings | None = None, *,
                  resolve_local: Callable[[str], str] | None = None, **kwargs: Any) -> None:
@@ -41,9 +42,12 @@ class LocalClient(ChatClient):
         self._lock = threading.Lock()
 
     def _prompt(self, messages: Messages) -> tuple[str, bool]:
-        """Prompt text, and whether the tokenizer should still add its special tokens."""
+        """Prompt text, and whether the tokenizer should still add its special tokens; a trailing assistant
+        message is continued, not answered."""
         if self._tok.chat_template:
-            return str(self._tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)), False
+            begun = bool(messages) and messages[-1]["role"] == "assistant"
+            return str(self._tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=not begun,
+                                                     continue_final_message=begun)), False
         return "\n\n".join(f"{m['role']}: {m['content']}" for m in messages) + "\n\nassistant:", True
 
     def _call(self, messages: Messages, json_schema: dict[str, Any] | None = None) -> Completion:

@@ -31,6 +31,7 @@ from comlrl.run.components import Components
 from comlrl.run.metrics import Sums, TurnSums, turn_means, turn_sums
 from comlrl.run.paired import record_difference
 from comlrl.run.problem_draw import probe_indices
+from comlrl.tree.contracts import Transcribed
 from comlrl.tree.nodes import Node
 from comlrl.tree.rollout import TreeShape
 
@@ -85,18 +86,20 @@ def chains(root: Node) -> list[list[tuple[Node, int]]]:
 
 def chain_stats(root: Node, outcome: Any) -> tuple[list[float], list[float], float, dict[str, float]]:
     """Per chain: passed after the last turn (1/0) and mean reward per turn; then the mean turn-1 reward and
-    the outcome rates over every chain's joint actions."""
+    the outcome rates over the chains' joint actions that report them (every joint action, for most tasks; a
+    game reports its result on its last round only, so its rates are per game)."""
     cs = chains(root)
     passed = [float(bool(c[-1][0].details[c[-1][1]].all_passed)) for c in cs]
     reward = [statistics.fmean(n.rewards[a] for n, a in c) for c in cs]
     first = statistics.fmean(c[0][0].rewards[c[0][1]] for c in cs)
     rates: dict[str, float] = {}
+    counts: dict[str, int] = {}
     for c in cs:
         for n, a in c:
             for name, value in outcome(n.details[a]).items():
                 rates[name] = rates.get(name, 0.0) + float(value)
-    count = sum(len(c) for c in cs)
-    return passed, reward, first, {k: v / count for k, v in rates.items()}
+                counts[name] = counts.get(name, 0) + 1
+    return passed, reward, first, {k: v / counts[k] for k, v in rates.items()}
 
 
 class Evaluator:
@@ -116,6 +119,7 @@ class Evaluator:
         self.samples: int = e.samples  # sampled chains per problem, every set
         self.greedy: bool = e.greedy
         self.baseline: dict[str, dict[int, ProblemScore]] = {}
+        self.episodes: list[str] = []  # the last evaluation's greedy episodes as text, where rewards carry them
 
     @property
     def enabled(self) -> bool:
@@ -169,6 +173,9 @@ class Evaluator:
                     sums[name].greedy = own
                 else:
                     sums[name].sampled = own
+            if kind == "g":
+                self.episodes = [e for score, root in zip(scores, roots, strict=True)
+                                 if (e := episode_text(root, score["task_id"], score["category"]))]
             for score, root in zip(scores, roots, strict=True):
                 passed, reward, first, rates = chain_stats(root, task.counts)
                 if kind == "g":
@@ -194,7 +201,7 @@ class Evaluator:
             mine = all_mine[name]
             scores = [s for part in gather_object([mine]) for s in part] if acc.num_processes > 1 else mine
             scores.sort(key=lambda s: s.index)
-            metrics.update(self._set_metrics(name, total, len(scores), num_turns))
+            metrics.update(self._set_metrics(name, total, scores, num_turns))
             metrics.update(category_metrics(PREFIX[name], scores))
             metrics.update(self._paired(name, scores, step))
             records += [s.record(step) for s in scores]
@@ -203,14 +210,24 @@ class Evaluator:
         metrics["eval/seconds"] = time.perf_counter() - t0
         return metrics, records
 
-    def _set_metrics(self, name: str, total: SetSums, n: int, num_turns: int) -> dict[str, float]:
+    def _set_metrics(self, name: str, total: SetSums, scores: list[ProblemScore], num_turns: int
+                     ) -> dict[str, float]:
+        """The set's per-turn means, its pass@1 (the share of chains that passed after their last turn, which is
+        turn `num_turns` unless the episode ended before it) and the outcome rates per problem, averaged."""
         prefix, out = PREFIX[name], {}
-        for turns, sub, ran in ((total.greedy, "", self.greedy), (total.sampled, "sampled/", self.samples > 0)):
+        kinds = ((total.greedy, "", self.greedy, [s.greedy_pass for s in scores]),
+                 (total.sampled, "sampled/", self.samples > 0, [s.sampled_pass for s in scores]))
+        for turns, sub, ran, passes in kinds:
             if not ran:
                 continue
             out.update(turn_means(turns, prefix=prefix + sub, passed="pass_at_1"))
-            out[f"{prefix}{sub}pass_at_1"] = out[f"{prefix}{sub}turn_{num_turns}/pass_at_1"]
-        out[f"{prefix}problems"] = n
+            values = [v for v in passes if v is not None]
+            out[f"{prefix}{sub}pass_at_1"] = statistics.fmean(values) if values else float("nan")
+        names = sorted({k for s in scores for k in s.outcomes})
+        for outcome in names:  # per problem, over its sampled chains: a game's win / draw / loss / invalid rates
+            own = [s.outcomes[outcome] for s in scores if outcome in s.outcomes]
+            out[f"{prefix}sampled/{outcome}_rate"] = statistics.fmean(own)
+        out[f"{prefix}problems"] = len(scores)
         if self.samples:
             out[f"{prefix}sampled/samples"] = self.samples
         return out
@@ -228,8 +245,11 @@ class Evaluator:
             groups.update({f"category/{c}/": {str(s.index) for s in own} for c, own in categories.items()})
         for group, keys in groups.items():
             before = {k: v for k, v in first.items() if k in keys}
-            for attr, key in PAIRED.items():
-                d = record_difference(before, now, lambda r, attr=attr: r[attr], attr, fixed=name == "probe")
+            pairs = [(key, attr, lambda r, attr=attr: r[attr]) for attr, key in PAIRED.items()]
+            pairs += [(f"sampled/{o}_rate", "", lambda r, o=o: r["outcomes"].get(o))
+                      for o in sorted({o for k in keys for o in now[k]["outcomes"]})]
+            for key, attr, value in pairs:
+                d = record_difference(before, now, value, attr, fixed=name == "probe")
                 if d is None:
                     continue
                 stem = f"{PREFIX[name]}{group}{key}"
@@ -237,6 +257,18 @@ class Evaluator:
                 if d.has_interval:  # one problem: the difference, no interval
                     out.update({f"{stem}_delta_lo": d.lo, f"{stem}_delta_hi": d.hi})
         return out
+
+
+def episode_text(root: Node, label: str, category: str) -> str:
+    """The greedy chain's episode as text (its last reward's transcript, result and notes); "" where the task's
+    rewards carry no transcript."""
+    node, action = chains(root)[0][-1]
+    detail = node.details[action]
+    if not isinstance(detail, Transcribed):
+        return ""
+    head = f"== {label}" + (f" ({category})" if category else "")
+    result = f"result: reward {node.rewards[action]:+.2f}" + ("".join(f"; {n}" for n in detail.notes))
+    return "\n".join([head, *detail.transcript, result, ""])
 
 
 def by_category(scores: list[ProblemScore]) -> dict[str, list[ProblemScore]]:

@@ -26,7 +26,7 @@ from comlrl.tree.records import NodeRecord
 OUTPUTS = {"config": "config.yaml", "metrics": "metrics.jsonl", "trees": "trees.jsonl", "eval": "eval.jsonl",
            "dataset": "dataset.jsonl", "eval_dataset": "eval_dataset.jsonl", "tensorboard": "tensorboard",
            "wandb": "wandb", "checkpoints": "checkpoints", "final": "final", "plots": "plots",
-           "pairs": "pairs.jsonl"}
+           "pairs": "pairs.jsonl", "games": "games.txt"}
 # what makes a folder hold a run: config.yaml or dataset.jsonl alone (a run that failed at start-up) is no run data
 RUN_OUTPUTS = tuple(OUTPUTS[k] for k in ("metrics", "trees", "eval", "tensorboard", "wandb", "checkpoints", "final",
                                           "pairs"))

@@ -22,7 +22,7 @@ from comlrl.run.callbacks import CallbackList
 from comlrl.run.checkpoint import prune_checkpoints, save_checkpoint
 from comlrl.run.evaluation import Evaluator
 from comlrl.run.guard import stops_held
-from comlrl.run.outputs import RunWriter, read_run_lines
+from comlrl.run.outputs import OUTPUTS, RunWriter, read_run_lines
 from comlrl.run.run_state import FinishedStep
 
 if TYPE_CHECKING:
@@ -85,6 +85,7 @@ class Evaluation(RunPart):
             log.info("evaluating the untrained policy: %s",
                      evaluation_plan(self.evaluator.sets, self.evaluator.greedy, self.evaluator.samples))
         ev, records = self.evaluator.run(0)
+        self.write_episodes(0)
         if main:
             log.info("before training: %s (%.0f s)", evaluation_summary(ev), ev["eval/seconds"])
         self.outputs.write({"step": 0, **ev}, [], records, calls)
@@ -94,7 +95,16 @@ class Evaluation(RunPart):
         if self.evaluator.enabled and (step.last or (self.every and step.done % self.every == 0)):
             ev, step.eval_records = self.evaluator.run(step.done)
             step.metrics.update(ev)
+            self.write_episodes(step.done)
             calls.evaluate(ev)
+
+    def write_episodes(self, step: int, keep: int = 8) -> None:
+        """games.txt: the first `keep` greedy episodes of this (the latest) evaluation, where the task's rewards
+        carry a transcript (the main process's share)."""
+        episodes = self.evaluator.episodes[:keep]
+        if episodes and self.evaluator.c.accelerator.is_main_process and self.outputs.writer is not None:
+            path = self.outputs.writer.dir / OUTPUTS["games"]
+            path.write_text(f"# the greedy games of the evaluation after step {step}\n\n" + "\n".join(episodes))
 
 
 class Checkpoints(RunPart):

@@ -78,6 +78,7 @@ def training_step(comp: Components, step: int, start_rewards: dict[str, float] |
     rollout = comp.rollout(problems, label=f"step {step + 1}")
     roots = rollout.run(TreeShape(m.num_agents, m.num_generations, m.num_turns, m.joint_mode,
                                   m.early_termination_threshold,
+                                  later_generations=1 if comp.cfg.rollout.shape == "flat" else None,
                                   solved_generations=comp.cfg.rollout.solved_generations), tag="")
     for root in roots:
         backup_returns(root, m.discount)

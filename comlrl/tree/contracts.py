@@ -82,6 +82,25 @@ class StepState(Protocol):
         """The node's next reply continues a user turn whose first reply was already sampled."""
 
 
+@runtime_checkable
+class Transcribed(Protocol):
+    """A reward that carries the readable episode so far (a game's moves): the evaluation writes the greedy
+    episodes of its last run as text (games.txt)."""
+
+    @property
+    def transcript(self) -> tuple[str, ...]: ...
+
+
+@runtime_checkable
+class EndState(Protocol):
+    """A state that can say its episode is over (a finished game): the joint action that left it gets no
+    child, whatever the turn."""
+
+    @property
+    def ended(self) -> bool:
+        """The episode ended with the joint action that left this state."""
+
+
 @dataclass(frozen=True)
 class JointTurn:
     """One joint action to score: each agent's completion of this turn and the state it acts on."""
@@ -281,9 +300,10 @@ class Configured(ABC):
         return None
 
     @classmethod
-    def resolve_options(cls, options: Any, num_turns: int) -> Any:
+    def resolve_options(cls, options: Any, num_turns: int, model_name: str = "") -> Any:
         """The options the run uses: a copy with defaults that depend on the run filled in (the actions
-        task's max_turns: null = magrpo.num_turns); `options` itself is left unchanged."""
+        task's max_turns: null = magrpo.num_turns; a game's `base` seat: model.name, `model_name`);
+        `options` itself is left unchanged."""
         return options
 
     @classmethod

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from comlrl.tree.sample import Messages, Sample
 
@@ -84,8 +84,29 @@ class Node:
         return not self.children
 
 
+@runtime_checkable
+class SeatView(Protocol):
+    """A node state of a game whose seats keep rewards of their own (comlrl/tasks/games): how a vector of
+    per-seat returns becomes this node's return (the seat to move's entry; a team's mean)."""
+
+    def view(self, seat_returns: Sequence[float]) -> float: ...
+
+
+@runtime_checkable
+class SeatRewards(Protocol):
+    """A joint action's reward per seat (`seat_rewards`), beside its `total` (the node's view of them)."""
+
+    @property
+    def seat_rewards(self) -> tuple[float, ...]: ...
+
+
 def backup_returns(node: Node, discount: float) -> list[float]:
-    """R_j = r_j + discount * mean(returns of j's child node); a joint action without a child is a leaf."""
+    """R_j = r_j + discount * mean(returns of j's child node); a joint action without a child is a leaf.
+    A tree of seated states (`SeatView`, rewards with `SeatRewards`) backs up per-seat vectors the same way
+    and each node takes its own view of them, so a move is judged from the side of the seat that made it."""
+    if isinstance(node.state, SeatView) and all(isinstance(d, SeatRewards) for d in node.details):
+        _seat_returns(node, discount)
+        return node.returns
     returns = []
     for j, reward in enumerate(node.rewards):
         child = node.children.get(j)
@@ -96,6 +117,21 @@ def backup_returns(node: Node, discount: float) -> list[float]:
             returns.append(float(reward) + discount * sum(child_returns) / len(child_returns))
     node.returns = returns
     return returns
+
+
+def _seat_returns(node: Node, discount: float) -> list[list[float]]:
+    """Per joint action, the per-seat returns V_j = v_j + discount * mean(V of j's child's joint actions); sets
+    every node's `returns` to its view of them (`SeatView.view`)."""
+    vectors = []
+    for j, detail in enumerate(node.details):
+        own = [float(r) for r in detail.seat_rewards]
+        child = node.children.get(j)
+        if child is not None:
+            below = _seat_returns(child, discount)
+            own = [v + discount * sum(b[s] for b in below) / len(below) for s, v in enumerate(own)]
+        vectors.append(own)
+    node.returns = [float(node.state.view(v)) for v in vectors]
+    return vectors
 
 
 @dataclass

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple, Protocol
 
 from comlrl.tree.contracts import (
     Continuation,
+    EndState,
     EnvironmentState,
     JointTurn,
     ProblemInfo,
@@ -106,7 +107,8 @@ def expand_trees(
             break
         for node in level:
             node.terminated = should_terminate(node.rewards, shape.threshold)
-        growing = [(node, j) for node in level if not node.terminated for j in range(len(node.joint))]
+        growing = [(node, j) for node in level if not node.terminated for j in range(len(node.joint))
+                   if not ended(node.next_states[j] if node.next_states else None)]
         child_messages = next_messages(growing) if growing else []
         level = []
         for (node, j), msgs in zip(growing, child_messages, strict=True):
@@ -115,6 +117,11 @@ def expand_trees(
             node.children[j] = child
             level.append(child)
     return roots
+
+
+def ended(state: Any) -> bool:
+    """The state's episode is over (`EndState`): its joint action gets no child."""
+    return isinstance(state, EndState) and state.ended
 
 
 def _sampled_rows(nodes: list[Node], num_agents: int, sizes: list[int], generate: GenerateFn

@@ -152,7 +152,7 @@ class ActionsTask(TaskDefaults):
         actions_options.validate_options(options)
 
     @classmethod
-    def resolve_options(cls, options: ActionsTaskConfig, num_turns: int) -> ActionsTaskConfig:
+    def resolve_options(cls, options: ActionsTaskConfig, num_turns: int, model_name: str = "") -> ActionsTaskConfig:
         return actions_options.resolve_options(options, num_turns)
 
     @classmethod
