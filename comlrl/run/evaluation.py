@@ -174,8 +174,8 @@ class Evaluator:
                 else:
                     sums[name].sampled = own
             if kind == "g":
-                self.episodes = [e for score, root in zip(scores, roots, strict=True)
-                                 if (e := episode_text(root, score["task_id"], score["category"]))]
+                self.episodes = interleaved([(score["category"], e) for score, root in zip(scores, roots, strict=True)
+                                             if (e := episode_text(root, score["task_id"], score["category"]))])
             for score, root in zip(scores, roots, strict=True):
                 passed, reward, first, rates = chain_stats(root, task.counts)
                 if kind == "g":
@@ -269,6 +269,17 @@ def episode_text(root: Node, label: str, category: str) -> str:
     head = f"== {label}" + (f" ({category})" if category else "")
     result = f"result: reward {node.rewards[action]:+.2f}" + ("".join(f"; {n}" for n in detail.notes))
     return "\n".join([head, *detail.transcript, result, ""])
+
+
+def interleaved(items: list[tuple[str, str]]) -> list[str]:
+    """The texts of (category, text) items taken in turn from each category, so the first few show them all."""
+    groups: dict[str, list[str]] = {}
+    for category, text in items:
+        groups.setdefault(category, []).append(text)
+    out, rows = [], list(groups.values())
+    for i in range(max((len(r) for r in rows), default=0)):
+        out += [r[i] for r in rows if i < len(r)]
+    return out
 
 
 def by_category(scores: list[ProblemScore]) -> dict[str, list[ProblemScore]]:

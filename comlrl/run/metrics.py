@@ -76,6 +76,7 @@ class TurnSums(Sums):
     joint_actions: float = 0.0
     passed: float = 0.0  # joint actions whose reward says every test / check passed
     counts: dict[str, float] = field(default_factory=dict)  # the task's `count_names`: outcomes, reward terms
+    reported: dict[str, float] = field(default_factory=dict)  # per count name, the joint actions that reported it
     nodes: float = 0.0
     pruned: float = 0.0  # nodes stopped by the early-termination threshold
 
@@ -84,7 +85,8 @@ def turn_sums(roots: Iterable[Node], num_turns: int, count_names: Sequence[str] 
               counts: Callable[[Any], dict[str, float]] | None = None) -> list[TurnSums]:
     """Per-turn sums of a batch of trees; `counts(detail)` gives a scored joint action's `count_names` values
     (`Task.counts`). Every turn has every name, so ranks can add their sums."""
-    turns = [TurnSums(counts=dict.fromkeys(count_names, 0.0)) for _ in range(num_turns)]
+    turns = [TurnSums(counts=dict.fromkeys(count_names, 0.0), reported=dict.fromkeys(count_names, 0.0))
+             for _ in range(num_turns)]
     for root in roots:
         for node in root.walk():
             t = turns[node.turn - 1]
@@ -96,6 +98,7 @@ def turn_sums(roots: Iterable[Node], num_turns: int, count_names: Sequence[str] 
             for d in node.details if counts is not None else ():
                 for name, value in counts(d).items():
                     t.counts[name] += float(value)
+                    t.reported[name] += 1.0
     return turns
 
 
@@ -104,11 +107,13 @@ def _ratio(num: float, den: float) -> float:
 
 
 def turn_means(turns: Sequence[TurnSums], prefix: str = "", passed: str = "pass_rate") -> dict[str, float]:
-    """`<prefix>turn_<t>/reward_mean`, `/<passed>` and each count as a rate per joint action, then the same
-    over all turns (`<prefix>reward_mean`, `<prefix><count>`)."""
+    """`<prefix>turn_<t>/reward_mean`, `/<passed>` and each count as a rate per joint action that reported it
+    (every joint action for most tasks; a game reports its result on the round that ended it, so its rates are
+    per game), then the same over all turns (`<prefix>reward_mean`, `<prefix><count>`)."""
     out: dict[str, float] = {}
     total_reward = total_n = 0.0
     overall: dict[str, float] = {}
+    seen: dict[str, float] = {}
     for t, turn in enumerate(turns, start=1):
         n = turn.joint_actions
         total_reward += turn.reward
@@ -116,10 +121,12 @@ def turn_means(turns: Sequence[TurnSums], prefix: str = "", passed: str = "pass_
         out[f"{prefix}turn_{t}/reward_mean"] = _ratio(turn.reward, n)
         out[f"{prefix}turn_{t}/{passed}"] = _ratio(turn.passed, n)
         for name, value in turn.counts.items():
-            out[f"{prefix}turn_{t}/{name}"] = _ratio(value, n)
+            reported = turn.reported.get(name, n)
+            out[f"{prefix}turn_{t}/{name}"] = _ratio(value, reported)
             overall[name] = overall.get(name, 0.0) + value
+            seen[name] = seen.get(name, 0.0) + reported
     out[f"{prefix}reward_mean"] = _ratio(total_reward, total_n)
-    out.update({f"{prefix}{name}": _ratio(value, total_n) for name, value in overall.items()})
+    out.update({f"{prefix}{name}": _ratio(value, seen[name]) for name, value in overall.items()})
     return out
 
 

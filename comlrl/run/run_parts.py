@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +29,7 @@ from comlrl.run.run_state import FinishedStep
 if TYPE_CHECKING:
     from comlrl.run.components import Components
 
+NAN = float("nan")
 log = logging.getLogger("comlrl")
 
 
@@ -183,8 +185,8 @@ def progress_numbers(metrics: dict[str, float], num_turns: int, headline: tuple[
     if "reward_mean" not in metrics:  # an offline DPO step: no rollout
         return {"loss": f"{metrics['loss']:.3f}", "s_step": f"{metrics['step_seconds']:.0f}"}
     out = {"reward": f"{metrics['reward_mean']:.2f}"}
-    reached = [t for t in range(num_turns, 0, -1) if f"turn_{t}/pass_rate" in metrics]
-    if reached:  # the deepest turn this step reached (every node may have stopped before the last)
+    reached = [t for t in range(num_turns, 0, -1) if not math.isnan(metrics.get(f"turn_{t}/pass_rate", NAN))]
+    if reached:  # the deepest turn this step reached (every node, or every game, may have stopped before the last)
         out["pass"] = f"{metrics[f'turn_{reached[0]}/pass_rate']:.2f}"
     if headline is not None and headline[1] in metrics:
         out[headline[0]] = f"{metrics[headline[1]]:.2f}"

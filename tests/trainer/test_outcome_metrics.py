@@ -144,3 +144,26 @@ def test_evaluation_lines_count_one_problem_and_one_chain_in_the_singular() -> N
 def test_the_all_tied_line_counts_one_group_in_the_singular() -> None:
     assert tied_warning(3, 1).startswith("step 3 trained on nothing: its one advantage group tied (")
     assert tied_warning(1, 10).startswith("step 1 trained on nothing: all 10 advantage groups tied (")
+
+
+def test_a_count_reported_on_some_joint_actions_is_a_rate_over_those():
+    """A game reports win/loss only on the round that ended it: its rate is per game, not per round."""
+    first = TurnSums(reward=0.0, joint_actions=4.0, counts={"win": 1.0}, reported={"win": 1.0})
+    second = TurnSums(reward=0.0, joint_actions=2.0, counts={"win": 1.0}, reported={"win": 2.0})
+    means = turn_means([first, second])
+    assert means["turn_1/win"] == 1.0 and means["turn_2/win"] == 0.5 and means["win"] == pytest.approx(2 / 3)
+    never = TurnSums(joint_actions=3.0, counts={"win": 0.0}, reported={"win": 0.0})
+    assert turn_means([never])["turn_1/win"] != turn_means([never])["turn_1/win"]  # NaN: no game ended there
+
+
+def test_the_progress_bar_passes_over_turns_no_game_reached():
+    metrics = {"reward_mean": 0.5, "turn_1/pass_rate": 0.25, "turn_2/pass_rate": float("nan"), "tokens_per_s": 10.0,
+               "step_seconds": 3.0}
+    assert progress_numbers(metrics, 2)["pass"] == "0.25"
+
+
+def test_readable_episodes_take_each_category_in_turn():
+    from comlrl.run.evaluation import interleaved
+
+    items = [("a", "a1"), ("a", "a2"), ("a", "a3"), ("b", "b1"), ("b", "b2")]
+    assert interleaved(items) == ["a1", "b1", "a2", "b2", "a3"] and interleaved([]) == []

@@ -12,6 +12,7 @@ from comlrl.run.evaluation import chain_stats
 from comlrl.tasks.datasets import DatasetConfig
 from comlrl.tasks.games import TextArenaOptions, TextArenaTask
 from comlrl.tasks.games.task import EVAL_SEED_BASE, outcome_of
+from comlrl.tree.contracts import JointTurn
 from comlrl.tree.nodes import backup_returns
 from comlrl.tree.rollout import Rollout, TreeShape
 from comlrl.tree.sample import Sample
@@ -116,3 +117,47 @@ def test_outcome_of_reads_the_trained_seats_side():
 def test_a_seat_list_that_does_not_fit_the_game_is_one_line_at_start_up():
     with pytest.raises(ConfigError, match=r"task.textarena.seats has 3 entries; TicTacToe-v0-train refuses"):
         _task(seats=["agent0", "random", "random"])
+
+
+def test_an_llm_seat_plays_what_the_model_replies_through_the_real_sdk():
+    """`llm:openai-compatible:...@<url>`: the openai SDK against a real HTTP server on loopback."""
+    from llm_server import ScriptedLLMServer
+
+    with ScriptedLLMServer(reply="I take [4] please") as server:
+        task = _task(seats=["agent0", f"llm:openai-compatible:m@http://127.0.0.1:{server.port}/v1"],
+                     answer_prefix="[", stop=["]"])
+        state = task.initial_state(task.load(DatasetConfig(max_problems=1))[0][0])
+        reward, after = task.score_joint([JointTurn(None, ("[0]",), state)])[0]
+        assert "agent0 (seat 0): [0]" in after.log
+        assert any(line.startswith("llm:openai-compatible:m@") and line.endswith("I take [4]") for line in after.log)
+        asked = server.requests[-1]["body"]["messages"]
+        assert asked[-1]["role"] == "user" and "Current Board:" in asked[-1]["content"]  # no begun answer to an API
+
+
+def test_a_failed_opponent_request_plays_a_random_legal_move_and_is_counted():
+    from llm_server import ScriptedLLMServer
+
+    with ScriptedLLMServer() as server:
+        server.default = "401"
+        task = _task(seats=["agent0", f"llm:openai-compatible:m@http://127.0.0.1:{server.port}/v1"])
+        state = task.initial_state(task.load(DatasetConfig(max_problems=1))[0][0])
+        _, after = task.score_joint([JointTurn(None, ("[0]",), state)])[0]
+        move = after.log[-1].split(": ", 1)[1]
+        assert move in {f"[{i}]" for i in range(1, 9)} and task.metrics() == {"opponent_fallbacks": 1.0}
+
+
+def test_a_base_seat_is_the_initial_model_continuing_the_begun_answer():
+    """`base` loads model.name (here the tiny random model) and continues the answer prefix, greedily."""
+    task = _task(seats=["base", "agent0"], base_model="tiny-random", answer_prefix="[", stop=["]"])
+    problem = task.load(DatasetConfig(max_problems=1))[0][0]
+    first, again = task.initial_state(problem), task._start(problem)
+    assert first.log == again.log  # greedy: the same opening (the random model's invalid tries, retried) twice
+    assert first.log and all(line.startswith("base (seat 0): [") for line in first.log)
+
+
+def test_without_the_games_extra_the_task_says_how_to_install_it(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "textarena", None)  # `import textarena` raises ImportError
+    with pytest.raises(ConfigError, match=r"task.name=textarena needs the `games` extra: pip install -e '.\[games\]'"):
+        _task()
