@@ -92,6 +92,7 @@ def validate(cfg: RunConfig) -> None:
     _validate_agents(cfg)
     _validate_sandbox(cfg)
     _validate_task_options(cfg)
+    _validate_flat(cfg)
 
 
 def check_runnable(cfg: RunConfig) -> None:
@@ -174,6 +175,17 @@ def _validate_sandbox(cfg: RunConfig) -> None:
     require(s.workers >= 0, "sandbox.workers", s.workers, "an integer >= 0 (0 = one per core)")
     require(s.timeout_s > 0, "sandbox.timeout_s", s.timeout_s, "a number > 0")
     require(s.memory_mb >= 64, "sandbox.memory_mb", s.memory_mb, "an integer >= 64")
+
+
+def _validate_flat(cfg: RunConfig) -> None:
+    """rollout.shape=flat credits every later move with its episode's advantage from the root's group, which is one
+    side's view: a game where one policy plays several seats (self-play) needs the tree's per-seat credit."""
+    if cfg.rollout.shape == "flat" and cfg.task.name == "textarena":
+        from comlrl.tasks.games.seats import self_play
+
+        require(not self_play(cfg.task.textarena.seats), "rollout.shape", "flat",
+                "tree for self-play (task.textarena.seats gives one agent several seats: each move needs its own "
+                "seat's credit, which flat episodes do not give)")
 
 
 def _validate_task_options(cfg: RunConfig) -> None:

@@ -161,3 +161,11 @@ def test_without_the_games_extra_the_task_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "textarena", None)  # `import textarena` raises ImportError
     with pytest.raises(ConfigError, match=r"task.name=textarena needs the `games` extra: pip install -e '.\[games\]'"):
         _task()
+
+
+def test_flat_episodes_are_refused_for_self_play():
+    from comlrl.config.schema import load_config
+
+    with pytest.raises(ConfigError, match=r"rollout.shape='flat' is not allowed; expected tree for self-play"):
+        load_config("configs/textarena_selfplay.yaml", ["rollout.shape=flat"])
+    assert load_config("configs/textarena_tictactoe.yaml", ["rollout.shape=flat"]).rollout.shape == "flat"

@@ -15,7 +15,7 @@ pytest.importorskip("textarena")
 
 ROOT = Path(__file__).resolve().parents[3]
 FAST = ["model.name=tiny-random", "training.torch_threads=1", "logging.progress_bar=false", "dataset.eval_size=2",
-        "training.steps=1", "training.trees_per_step=2", "evaluation.samples=2"]
+        "training.steps=1", "training.trees_per_step=2", "evaluation.samples=2", "rollout.engine=hf"]
 
 
 def train(config: str, out: Path, *overrides: str) -> subprocess.CompletedProcess:
