@@ -123,13 +123,21 @@ def test_the_tests_own_work_counts_and_their_sleep_ends_at_the_backstop() -> Non
     limit = 0.3
     good = "def f():\n    return 1\n"
     with Sandbox(workers=1, timeout_s=limit, cache=False) as box:
-        # The judge's CPU (the tests' own code) is part of the run's CPU time.
-        r = box.run(good, check_body("assert candidate() == 1\nx = 0\nwhile True:\n    x += 1\nassert x"))
-        assert [a.status for a in r.asserts] == ["passed", "timeout"] and r.timeout_clock == "cpu", r.message
+        # The judge's CPU (the tests' own code) is part of the run's CPU time. On a host so loaded that the child
+        # gets under a fifth of a core, the wall backstop comes first (it should: a starved run must end too);
+        # then the run is tried again, up to three times, and the CPU clock must end one of them.
+        looping = check_body("assert candidate() == 1\nx = 0\nwhile True:\n    x += 1\nassert x")
+        for _ in range(3):
+            r = box.run(good, looping)
+            assert [a.status for a in r.asserts] == ["passed", "timeout"], r.message
+            if r.timeout_clock == "cpu":
+                break
+            assert r.timeout_clock == "wall" and r.cpu_s < limit, r.message  # starved, not miscounted
+        assert r.timeout_clock == "cpu", r.message
         assert limit <= r.cpu_s < limit + 0.1
         # Tests that sleep are not runnable: they end at the backstop, not at the cap.
         t0 = time.perf_counter()
         r = box.run(good, check_body("assert candidate() == 1\nimport time\ntime.sleep(30)\nassert candidate() == 1"))
         elapsed = time.perf_counter() - t0
         assert r.timeout_clock == "wall" and "while the tests' own code ran" in r.message, r.message
-        assert limit * WALL_BACKSTOP_FACTOR <= elapsed < limit * WALL_BACKSTOP_FACTOR + 1.0
+        assert limit * WALL_BACKSTOP_FACTOR <= elapsed < limit * WALL_BACKSTOP_FACTOR + 3.0  # + a loaded host's start-up
