@@ -66,3 +66,17 @@ def test_the_other_game_configs_check(config: str, tmp_path: Path) -> None:
                          text=True, timeout=900)
     assert res.returncode == 0, res.stderr[-3000:]
     assert "check passed" in res.stdout + res.stderr
+
+
+@pytest.mark.parametrize(("override", "says"), [
+    ("task.textarena.env_id=TicTacToe-v9", "config error: task.textarena.env_id='TicTacToe-v9' is not a registered"),
+    ("task.textarena.seats=[agent0,agent1]", "config error: magrpo.num_agents=1 is not allowed; expected 2"),
+])
+def test_a_bad_game_setting_stops_the_run_in_one_line(override: str, says: str, tmp_path: Path) -> None:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    res = subprocess.run([sys.executable, "-m", "comlrl.cli.train", "--config", "configs/textarena_tictactoe.yaml",
+                          "--check", "model.name=tiny-random", override, f"training.output_dir={tmp_path / 'out'}"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 2
+    lines = [x for x in res.stderr.splitlines() if x.strip() and not x.lstrip().startswith("[nltk_data]")]
+    assert len(lines) == 1 and lines[0].startswith(says), res.stderr[-2000:]
