@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from comlrl.config.registry import ALGORITHMS, ESTIMATORS, LOSSES, REWARDS, TASKS, TRANSITIONS
 from comlrl.engines import ENGINES
-from comlrl.errors import ConfigError, require
+from comlrl.errors import ConfigError, not_allowed, require
 from comlrl.learn.advantages import CREDITS, SCALES
 from comlrl.learn.preference import SELECTIONS
 from comlrl.models import AGENT_MODES, DTYPES
@@ -180,6 +180,10 @@ def _validate_sandbox(cfg: RunConfig) -> None:
 def _validate_flat(cfg: RunConfig) -> None:
     """rollout.shape=flat credits every later move with its episode's advantage from the root's group, which is one
     side's view: a game where one policy plays several seats (self-play) needs the tree's per-seat credit."""
+    if cfg.rollout.shape == "tree" and cfg.task.name == "openenv":
+        raise not_allowed("rollout.shape", "tree", "flat for task.name=openenv (an OpenEnv session's state lives "
+                                                   "on its server and cannot be copied: a seed's episodes are "
+                                                   "independent)")
     if cfg.rollout.shape == "flat" and cfg.task.name == "textarena":
         from comlrl.tasks.games.seats import self_play
 

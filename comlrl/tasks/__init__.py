@@ -16,6 +16,7 @@ from comlrl.tasks.code.common import CodeTask
 from comlrl.tasks.code.coop import CodeCoopTask
 from comlrl.tasks.code.single import CodeSingleTask
 from comlrl.tasks.games import TextArenaTask
+from comlrl.tasks.openenv import OpenEnvTask
 from comlrl.tasks.reward_funcs import RewardTerms
 from comlrl.tasks.text import TextTask
 from comlrl.tasks.tool_agent import ToolAgentTask
@@ -24,10 +25,11 @@ from comlrl.tree.contracts import TaskConfig
 TASKS: dict[str, type[Task]] = {"code_collab": CodeCollabTask, "code_single": CodeSingleTask,
                                 "tool_agent": ToolAgentTask, "actions": ActionsTask, "code_coop": CodeCoopTask,
                                 "text": TextTask, "bfcl": BfclTask,
-                                "bfcl_multi_turn": BfclMultiTurnTask, "textarena": TextArenaTask}
+                                "bfcl_multi_turn": BfclMultiTurnTask, "textarena": TextArenaTask,
+                                "openenv": OpenEnvTask}
 
 __all__ = ["TASKS", "ActionsTask", "BfclTask", "CodeCollabTask", "CodeCoopTask", "CodeSingleTask", "Problem", "Task",
-           "TextArenaTask", "TextTask", "ToolAgentTask", "build_task"]
+           "OpenEnvTask", "TextArenaTask", "TextTask", "ToolAgentTask", "build_task"]
 
 
 def build_task(task_cfg: TaskConfig | str, sandbox: Any) -> Task:
