@@ -44,7 +44,8 @@ class TaskConfig:
     `comlrl.config.schema.run_schema`); `options()` is the chosen task's."""
 
     name: str = "code_collab"  # code_collab | code_coop (N=2) | code_single | tool_agent (N=1)
-                               # | actions (N=2) | text | bfcl | bfcl_multi_turn | textarena | openenv (N=1) | registered
+                               # | actions (N=2) | text | bfcl | bfcl_multi_turn | textarena | openenv (N=1)
+                               # | registered
     reward: str = "levels"  # code tasks: levels (docs/rewards.md) | a reward registered by a plugins module
     reward_funcs: list[str] = field(default_factory=list)  # module:function, TRL-style (comlrl/tasks/reward_funcs.py)
     reward_weights: list[float] | None = None  # one per reward function; null = 1 each
