@@ -158,7 +158,7 @@ class BfclMultiTurnTask(TaskDefaults):
                 o.step_timeout_s, "a number of seconds > 0")
 
     @classmethod
-    def resolve_options(cls, options: BfclMultiTurnConfig, num_turns: int) -> BfclMultiTurnConfig:
+    def resolve_options(cls, options: BfclMultiTurnConfig, num_turns: int, model_name: str = "") -> BfclMultiTurnConfig:
         return options if options.max_user_turns is not None else replace(options, max_user_turns=num_turns)
 
     @classmethod
