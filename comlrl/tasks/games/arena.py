@@ -169,8 +169,11 @@ class GameState:
 
     @property
     def trained_seats(self) -> tuple[int, ...]:
-        """The seats this round's agents play (whose rewards the node's returns take)."""
-        return tuple(sorted(seat for seat, _ in self.views.values()))
+        """The seats this round's agents play (whose rewards the node's returns take); in a game that ended before
+        any trained seat moved (a fixed seat that opened with invalid moves), every seat a trained agent holds."""
+        if self.views:
+            return tuple(sorted(seat for seat, _ in self.views.values()))
+        return tuple(s for s, name in enumerate(self.seats) if agent_of(name) is not None)
 
     def view(self, seat_returns: Sequence[float]) -> float:
         """This node's return from per-seat returns: the mean over the seats its trained agents play this round

@@ -121,3 +121,15 @@ def test_a_game_that_raises_on_a_reply_is_that_seats_invalid_move(monkeypatch):
     monkeypatch.setattr(state.env, "step", boom)
     arena.advance(state, {0: "[0]"}, RANDOM)  # no exception reaches the trainer
     assert state.done and state.invalid == (True, False) and "board on fire" in state.reason
+
+
+def test_a_game_a_fixed_seat_ends_before_any_trained_move_is_scored_from_the_trained_seats():
+    """A fixed seat that opens with two invalid replies ends the game at the root: the root's state is over, its
+    view reads the trained seats, and playing on it changes nothing."""
+    opponents = {"random": lambda seat, view, rng: "not a move"}
+    state = arena.start(arena.make_game("TicTacToe-v0-train", 2, 0), ["random", "agent0"], 0, opponents)
+    assert state.done and state.views == {} and state.trained_seats == (1,)
+    assert state.rewards == (-1.0, 1.0) and state.view(state.rewards) == 1.0
+    before = state.log
+    arena.advance(state, {0: "[4]"}, opponents)
+    assert state.log == before and state.done

@@ -169,3 +169,14 @@ def test_flat_episodes_are_refused_for_self_play():
     with pytest.raises(ConfigError, match=r"rollout.shape='flat' is not allowed; expected tree for self-play"):
         load_config("configs/textarena_selfplay.yaml", ["rollout.shape=flat"])
     assert load_config("configs/textarena_tictactoe.yaml", ["rollout.shape=flat"]).rollout.shape == "flat"
+
+
+def test_a_root_whose_game_is_already_over_scores_without_crashing():
+    from comlrl.tasks.games.task import GameProblem
+
+    task = _task(seats=["random", "agent0"])
+    task._opponents["random"] = lambda seat, view, rng: "not a move"  # the fixed seat forfeits before agent0 moves
+    problem = GameProblem(0, ("random", "agent0"))
+    (root,) = Rollout(task, task, Scripted(["[4]"]), [problem]).run(TreeShape(1, 2, 3, "align", None), tag="")
+    assert root.messages[0][0]["content"].startswith("The game is over")
+    assert [d.outcome for d in root.details] == ["win", "win"] and root.children == {}
