@@ -7,7 +7,6 @@ same client and WebSocket sessions as to any remote server.
 
 from __future__ import annotations
 
-import importlib
 import socket
 import threading
 import time
@@ -15,22 +14,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from comlrl.errors import ConfigError
+from comlrl.tasks.reward_funcs import resolve
 
 START_TIMEOUT_S = 30.0
 
 
 def load_app(spec: str) -> Any:
-    """The ASGI app `module:attribute` names; a one-line ConfigError naming task.openenv.app otherwise."""
-    module_name, _, attr = spec.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # noqa: BLE001 - an environment package that fails to import: one line
-        raise ConfigError(f"config error: task.openenv.app={spec!r} does not import: {type(exc).__name__}: "
-                          f"{exc}"[:400]) from None
-    app = vars(module).get(attr)
-    if app is None:
-        raise ConfigError(f"config error: task.openenv.app={spec!r}: module {module_name} has no {attr!r}")
-    return app
+    """The ASGI app `module:attribute` names, imported as the task's reward functions are (one resolver for a
+    user's `module:name`); a one-line ConfigError naming task.openenv.app otherwise."""
+    return resolve(spec, key="task.openenv.app")
 
 
 @dataclass

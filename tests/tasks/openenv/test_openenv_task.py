@@ -106,7 +106,7 @@ def test_options_are_checked_in_one_line():
                        (OpenEnvOptions(app="nocolon"), "task.openenv.app='nocolon' is not allowed")):
         with pytest.raises(ConfigError, match=says):
             OpenEnvTask.validate_options(opts)
-    with pytest.raises(ConfigError, match=r"task.openenv.app='no_such_module:app' does not import"):
+    with pytest.raises(ConfigError, match=r"task.openenv.app: cannot import 'no_such_module'"):
         OpenEnvTask(OpenEnvOptions(app="no_such_module:app"))
 
 
