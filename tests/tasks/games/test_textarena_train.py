@@ -58,7 +58,8 @@ def test_flat_episodes_run_the_same_game(tmp_path: Path) -> None:
     assert step["turn_1/nodes"] == 2 and step.get("turn_2/nodes", 0) <= 2 * 3  # G chains per problem
 
 
-@pytest.mark.parametrize("config", ["configs/textarena_selfplay.yaml", "configs/textarena_prisoners.yaml"])
+@pytest.mark.parametrize("config", ["configs/textarena_tictactoe.yaml", "configs/textarena_selfplay.yaml",
+                                    "configs/textarena_prisoners.yaml"])
 def test_the_other_game_configs_check(config: str, tmp_path: Path) -> None:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     res = subprocess.run([sys.executable, "-m", "comlrl.cli.train", "--config", config, "--check",
