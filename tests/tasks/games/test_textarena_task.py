@@ -3,9 +3,8 @@ here; the model runs in tests/tasks/games/test_textarena_train.py)."""
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
+from scripted_engine import Scripted
 
 from comlrl.errors import ConfigError
 from comlrl.run.evaluation import chain_stats
@@ -15,21 +14,8 @@ from comlrl.tasks.games.task import EVAL_SEED_BASE, outcome_of
 from comlrl.tree.contracts import JointTurn
 from comlrl.tree.nodes import backup_returns
 from comlrl.tree.rollout import Rollout, TreeShape
-from comlrl.tree.sample import Sample
 
 pytest.importorskip("textarena")
-
-
-class Scripted:
-    """Replies from a fixed cycle of texts (a stand-in for the model: the game under test is real)."""
-
-    def __init__(self, texts):
-        self.texts = itertools.cycle(texts)
-
-    def generate(self, requests, n, greedy=False):
-        sizes = [n] * len(requests) if isinstance(n, int) else n
-        return [[Sample(a, (), (1,), next(self.texts), True) for _ in range(k)]
-                for (a, _), k in zip(requests, sizes, strict=True)]
 
 
 def _task(**kw) -> TextArenaTask:

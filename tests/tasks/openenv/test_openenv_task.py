@@ -3,12 +3,13 @@ policy is a scripted stand-in (the environment door is what is tested here)."""
 
 from __future__ import annotations
 
-import itertools
 import sys
 
 import pytest
 
 pytest.importorskip("openenv")
+
+from scripted_engine import Scripted  # noqa: E402
 
 from comlrl.errors import ConfigError, RunStopped  # noqa: E402
 from comlrl.tasks.datasets import DatasetConfig  # noqa: E402
@@ -16,17 +17,6 @@ from comlrl.tasks.openenv import OpenEnvOptions, OpenEnvTask  # noqa: E402
 from comlrl.tasks.openenv.local_server import LocalServer  # noqa: E402
 from comlrl.tree.nodes import backup_returns  # noqa: E402
 from comlrl.tree.rollout import Rollout, TreeShape  # noqa: E402
-from comlrl.tree.sample import Sample  # noqa: E402
-
-
-class Scripted:
-    def __init__(self, texts):
-        self.texts = itertools.cycle(texts)
-
-    def generate(self, requests, n, greedy=False):
-        sizes = [n] * len(requests) if isinstance(n, int) else n
-        return [[Sample(a, (), (1,), next(self.texts), True) for _ in range(k)]
-                for (a, _), k in zip(requests, sizes, strict=True)]
 
 
 @pytest.fixture(scope="module")
