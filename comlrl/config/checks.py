@@ -184,6 +184,10 @@ def _validate_flat(cfg: RunConfig) -> None:
         raise not_allowed("rollout.shape", "tree", "flat for task.name=openenv (an OpenEnv session's state lives "
                                                    "on its server and cannot be copied: a seed's episodes are "
                                                    "independent)")
+    if cfg.rollout.shape == "tree" and cfg.task.name == "verifiers":
+        raise not_allowed("rollout.shape", "tree", "flat for task.name=verifiers (an episode is the environment's "
+                                                   "own rollout coroutine, which cannot be copied: a row's episodes "
+                                                   "are independent)")
     if cfg.rollout.shape == "flat" and cfg.task.name == "textarena":
         from comlrl.tasks.games.seats import self_play
 

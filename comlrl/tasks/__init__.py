@@ -20,16 +20,17 @@ from comlrl.tasks.openenv import OpenEnvTask
 from comlrl.tasks.reward_funcs import RewardTerms
 from comlrl.tasks.text import TextTask
 from comlrl.tasks.tool_agent import ToolAgentTask
+from comlrl.tasks.verifiers import VerifiersTask
 from comlrl.tree.contracts import TaskConfig
 
 TASKS: dict[str, type[Task]] = {"code_collab": CodeCollabTask, "code_single": CodeSingleTask,
                                 "tool_agent": ToolAgentTask, "actions": ActionsTask, "code_coop": CodeCoopTask,
                                 "text": TextTask, "bfcl": BfclTask,
                                 "bfcl_multi_turn": BfclMultiTurnTask, "textarena": TextArenaTask,
-                                "openenv": OpenEnvTask}
+                                "openenv": OpenEnvTask, "verifiers": VerifiersTask}
 
 __all__ = ["TASKS", "ActionsTask", "BfclTask", "CodeCollabTask", "CodeCoopTask", "CodeSingleTask", "Problem", "Task",
-           "OpenEnvTask", "TextArenaTask", "TextTask", "ToolAgentTask", "build_task"]
+           "OpenEnvTask", "TextArenaTask", "TextTask", "ToolAgentTask", "VerifiersTask", "build_task"]
 
 
 def build_task(task_cfg: TaskConfig | str, sandbox: Any) -> Task:
