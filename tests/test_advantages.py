@@ -164,3 +164,53 @@ def test_assign_advantages_reads_each_nodes_own_sample_count():
     root.children = {0: child}
     assign_advantages([root], "mean", "none", 1e-6)
     assert root.advantages == [[-1.0, 0.0, 1.0]] and child.advantages == [[-1.0, 1.0]]
+
+
+class _Episode:
+    """A reward detail that can say its episode failed (comlrl.tree.contracts.FailedEpisode)."""
+
+    def __init__(self, failed: bool) -> None:
+        self.failed = failed
+
+
+def test_a_failed_episode_leaves_its_group_and_trains_nothing():
+    """An environment that raised on one of four episodes: the other three form the group (its 0 return moves no
+    baseline) and the failed one's advantage is 0."""
+    root = Node(id="0", turn=1, root=0, messages=[], joint=joint_actions(1, 4, "align"),
+                completions=[["a", "b", "c", "d"]])
+    root.returns = [0.0, 1.0, 2.0, 3.0]
+    root.details = [_Episode(True), _Episode(False), _Episode(False), _Episode(False)]
+    assign_advantages([root], "mean", "none", 1e-6)
+    assert root.advantages == [[0.0, -1.0, 0.0, 1.0]]
+    root.details = [_Episode(False)] * 4  # nothing failed: the whole group, as before
+    assign_advantages([root], "mean", "none", 1e-6)
+    assert root.advantages == [[-1.5, -0.5, 0.5, 1.5]]
+
+
+@pytest.mark.parametrize("mode", ["align", "cross"])
+@pytest.mark.parametrize("g", [2, 3, 4])
+def test_kept_advantages_equal_the_group_of_the_survivors(mode, g):
+    """Every pattern of failed joint actions: the survivors' advantages are those of a group made of them alone,
+    a completion left in failed joint actions only gets 0, and fewer than 2 survivors give no signal."""
+    from comlrl.learn.advantages import kept_advantages
+
+    joint = joint_actions(2, g, mode)
+    returns = [float((7 * i) % 5) for i in range(len(joint))]
+    for failed in itertools.product((False, True), repeat=len(joint)):
+        for agent in range(2):
+            got = kept_advantages(joint, returns, failed, agent, g, "mean", "mean", "none")
+            kept = sorted({a[agent] for a, f in zip(joint, failed, strict=True) if not f})
+            if len(kept) < 2:
+                assert got is None
+                continue
+            values = [statistics.mean(r for a, r, f in zip(joint, returns, failed, strict=True)
+                                      if not f and a[agent] == k)
+                      for k in kept]
+            want = group_advantages(values, "mean", "none")
+            if want is None:
+                assert got is None
+                continue
+            assert got == pytest.approx([want[kept.index(k)] if k in kept else 0.0 for k in range(g)])
+    # nothing failed: the same as the group's own advantages
+    assert kept_advantages(joint, returns, [False] * len(joint), 0, g) == pytest.approx(
+        group_advantages(completion_values(joint, returns, 0, g)))

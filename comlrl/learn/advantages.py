@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from comlrl.tree.budget import spread
+from comlrl.tree.contracts import FailedEpisode
 from comlrl.tree.nodes import Node, tied
 
 SCALES = ("group", "none")
@@ -99,6 +100,35 @@ def group_advantages(
     return centred
 
 
+def kept_advantages(
+    joint: Sequence[tuple[int, ...]], returns: Sequence[float], failed: Sequence[bool], agent: int,
+    num_generations: int, credit: str = "mean", baseline: str = "mean", scale: str = "group", eps: float = 1e-6,
+) -> list[float] | None:
+    """`agent`'s group without the joint actions whose episode failed: the values come from the other joint
+    actions only, a completion found in failed ones alone gets 0 (it trains nothing, and moves no baseline); None
+    when fewer than 2 completions remain or they carry no signal."""
+    sums: dict[int, float] = {}
+    counts: dict[int, int] = {}
+    for action, ret, bad in zip(joint, returns, failed, strict=True):
+        if not bad:
+            k = action[agent]
+            sums[k], counts[k] = sums.get(k, 0.0) + ret, counts.get(k, 0) + 1
+    kept = sorted(sums)
+    if len(kept) < 2:
+        return None
+    values = [sums[k] if credit == "sum" else sums[k] / counts[k] for k in kept]
+    adv = group_advantages(values, baseline, scale, eps)
+    if adv is None:
+        return None
+    by = dict(zip(kept, adv, strict=True))
+    return [by.get(k, 0.0) for k in range(num_generations)]
+
+
+def failed_actions(node: Node) -> list[bool]:
+    """Per joint action of `node`, whether its reward says its episode failed (`FailedEpisode`)."""
+    return [isinstance(d, FailedEpisode) and d.failed for d in node.details]
+
+
 @dataclass
 class AdvantageStats:
     groups: int = 0
@@ -121,9 +151,14 @@ def assign_advantages(
                 node.advantages = [None if parent.advantages[a] is None else [parent.advantages[a][parent.joint[j][a]]]
                                    for a in range(len(node.completions))]
                 continue
+            failed = failed_actions(node)
             for agent, row in enumerate(node.completions):
-                values = completion_values(node.joint, node.returns, agent, len(row), credit)
-                adv = group_advantages(values, baseline, scale, eps)
+                if any(failed):  # the group trains without the episodes that failed
+                    adv = kept_advantages(node.joint, node.returns, failed, agent, len(row), credit, baseline, scale,
+                                          eps)
+                else:
+                    values = completion_values(node.joint, node.returns, agent, len(row), credit)
+                    adv = group_advantages(values, baseline, scale, eps)
                 stats.groups += 1
                 stats.skipped += adv is None
                 node.advantages.append(adv)

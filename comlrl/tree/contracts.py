@@ -93,6 +93,15 @@ class Transcribed(Protocol):
 
 
 @runtime_checkable
+class FailedEpisode(Protocol):
+    """A reward that can say its episode failed (the environment raised, the episode could not go on): the sibling
+    group's advantages are formed without it, and it trains nothing."""
+
+    @property
+    def failed(self) -> bool: ...
+
+
+@runtime_checkable
 class EndState(Protocol):
     """A state that can say its episode is over (a finished game): the joint action that left it gets no
     child, whatever the turn."""

@@ -59,7 +59,7 @@ def test_flat_episodes_run_the_same_game(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("config", ["configs/textarena_tictactoe.yaml", "configs/textarena_selfplay.yaml",
-                                    "configs/textarena_prisoners.yaml"])
+                                    "configs/textarena_prisoners.yaml", "configs/textarena_market.yaml"])
 def test_the_other_game_configs_check(config: str, tmp_path: Path) -> None:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     res = subprocess.run([sys.executable, "-m", "comlrl.cli.train", "--config", config, "--check",

@@ -95,6 +95,11 @@ def test_an_episode_that_raises_is_logged_counted_and_scores_zero():
     failed, other = roots[0].details
     assert failed.failed and failed.ended and failed.total == 0.0 and 0 not in roots[0].children
     assert "RuntimeError: the environment broke" in failed.notes[0]
+    from comlrl.learn.advantages import assign_advantages
+
+    backup_returns(roots[0], 1.0)
+    assign_advantages(roots, "mean", "none", 1e-6, episodes=True)
+    assert roots[0].advantages[0] is None  # the group without it is one episode: no signal, nothing trained
     assert not other.failed
     assert task.metrics()["episode_errors"] == 1.0
     assert task.outcome_counts(failed) == {"success": 0.0, "episode_error": 1.0}
