@@ -76,8 +76,9 @@ class MagrpoConfig:
     lr_schedule: str = "constant"  # constant | linear | cosine (after warmup)
 
     def check(self) -> None:
-        for key in ("num_agents", "num_turns", "num_generations"):
-            require(getattr(self, key) >= 1, f"magrpo.{key}", getattr(self, key), "an integer >= 1")
+        for key, value in (("num_agents", self.num_agents), ("num_turns", self.num_turns),
+                           ("num_generations", self.num_generations)):
+            require(value >= 1, f"magrpo.{key}", value, "an integer >= 1")
         require(0.0 <= self.discount <= 1.0, "magrpo.discount", self.discount, "a number in [0, 1]")
         require(self.learning_rate > 0, "magrpo.learning_rate", self.learning_rate, "a number > 0")
         require(self.max_grad_norm > 0, "magrpo.max_grad_norm", self.max_grad_norm, "a number > 0")
@@ -109,8 +110,9 @@ class TrainingConfig:
     time_budget_minutes: float | None = None
 
     def check(self) -> None:
-        for key in ("steps", "eval_every", "save_every", "torch_threads"):
-            require(getattr(self, key) >= 0, f"training.{key}", getattr(self, key), "an integer >= 0")
+        for key, value in (("steps", self.steps), ("eval_every", self.eval_every), ("save_every", self.save_every),
+                           ("torch_threads", self.torch_threads)):
+            require(value >= 0, f"training.{key}", value, "an integer >= 0")
         require(self.time_budget_minutes is None or self.time_budget_minutes > 0, "training.time_budget_minutes",
                 self.time_budget_minutes, "a number of minutes > 0, or null (training.steps only)")
         require(self.trees_per_step >= 1, "training.trees_per_step", self.trees_per_step, "an integer >= 1")

@@ -35,7 +35,7 @@ class VerifiersOptions:
 
     env: str | None = None  # an installed environment's id (verifiers' load_environment), or module:Class
     args: dict[str, Any] = field(default_factory=dict)  # the environment's arguments
-    python: str | None = None  # the interpreter that has verifiers (0.1.14); null = this run's
+    python: str | None = None  # the interpreter that has verifiers (0.3.0); null = this run's
     answer_prefix: str = ""  # how every reply starts
     stop: list[str] = field(default_factory=list)  # a reply ends after one of these
     timeout_s: float = 300.0  # the worker answers a request within this (a level of the tree's episodes)

@@ -1,6 +1,6 @@
 """The verifiers side of `task.name=verifiers`, run by the interpreter that has verifiers (`task.verifiers.python`).
 
-It imports nothing of comlrl, so verifiers and its pins (0.1.14: datasets<4.7, regex<2026.4.4) live in their own
+It imports nothing of comlrl, so verifiers and its pins (0.3.0: datasets<4.7, regex<2026.4.4) live in their own
 environment. It speaks JSON lines with the trainer (comlrl/tasks/verifiers/channel.py), one request per line on
 stdin, one answer per line on stdout:
 
@@ -46,7 +46,7 @@ def load_environment(spec: str, args: dict[str, Any]) -> Any:
         found.loader.exec_module(module)
     else:
         module = importlib.import_module(where)
-    return getattr(module, attr)(**args)
+    return getattr(module, attr)(**args)  # a module's own lazy names (verifiers' classes) resolve through it
 
 
 class Episodes:
@@ -155,7 +155,8 @@ async def serve(lines: Any, write: Any) -> None:
                 env = load_environment(request["env"], request.get("args") or {})
                 episodes = Episodes(env)
                 answer = {"train": len(episodes.rows["train"]), "eval": len(episodes.rows["eval"]),
-                          "max_turns": int(getattr(env, "max_turns", 0) or 0), "env": type(env).__name__,
+                          "max_turns": env.max_turns if isinstance(env, vf.MultiTurnEnv) else 0,
+                          "env": type(env).__name__,
                           "verifiers": vf.__version__}
             elif episodes is None:
                 answer = {"error": f"{op!r} before load"}

@@ -1,4 +1,4 @@
-"""A multi-turn verifiers environment for the tests, written with verifiers' own classes (0.1.14): guess a digit
+"""A multi-turn verifiers environment for the tests, written with verifiers' own classes (0.3.0): guess a digit
 in up to three turns, told "higher" or "lower"; the rubric pays 1 for a right guess. Loaded by the worker from
 this file's path (`.../guess_env.py:load_environment`), never imported by the test process itself."""
 

@@ -1,4 +1,4 @@
-"""task.name=verifiers against real verifiers environments (verifiers 0.1.14 in its own interpreter: the bundled
+"""task.name=verifiers against real verifiers environments (verifiers 0.3.0 in its own interpreter: the bundled
 ReasoningGymEnv on reasoning-gym's data, and guess_env.py here, a MultiTurnEnv written with verifiers' classes);
 the policy is a scripted stand-in (the environment door is what is tested here).
 
