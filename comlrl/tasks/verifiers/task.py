@@ -57,6 +57,7 @@ class Episode:
     messages: Messages
     id: str | None = None
     done: bool = False
+    error: str = ""  # why an episode ended before its first model call
 
     @property
     def ended(self) -> bool:
@@ -168,9 +169,8 @@ class VerifiersTask(TaskDefaults):
         if made is not None:
             return made
         ((episode, event),) = self._start([problem])
-        if "done" in event:  # over before its first model call (its setup failed): the row is asked as is
-            self._count("episode_errors")
-            return Episode(problem, [], None, done=True)
+        if "done" in event:  # over before its first model call (its setup failed, or it refused the request)
+            return Episode(problem, [], None, done=True, error=_early(event))
         return Episode(problem, event["ask"], episode)
 
     def initial_messages(self, problem: RowProblem) -> list[Messages]:
@@ -199,16 +199,16 @@ class VerifiersTask(TaskDefaults):
     def score_turns(self, turns: Sequence[JointTurn]) -> list[tuple[EpisodeReward, Any]]:
         """Every joint action's reply sent into its own episode at once: a root's first joint action goes on in the
         root's episode, the others in new episodes of the same row."""
-        episodes = self._episodes([t.state for t in turns])
+        episodes, early = self._episodes([t.state for t in turns])
         replies = [t.texts[0] for t in turns]
         live = [(i, e) for i, e in enumerate(episodes) if e is not None]
         answer = self.channel.ask({"op": "reply", "replies": [[e, {"content": replies[i], "finish_reason": "stop"}]
                                                               for i, e in live]}) if live else {"events": []}
         events = dict(self._events(answer))
         out: list[tuple[EpisodeReward, Any]] = []
-        for state, episode, reply in zip([t.state for t in turns], episodes, replies, strict=True):
+        for i, (state, episode, reply) in enumerate(zip([t.state for t in turns], episodes, replies, strict=True)):
             event = events.get(episode) if episode is not None else {"done": {"reward": 0.0, "metrics": {},
-                                                                                "error": "no episode"}}
+                                                                                "error": early.get(i, state.error)}}
             assert event is not None
             if "ask" in event:
                 out.append((EpisodeReward(0.0, {}, (), reply), Episode(state.problem, event["ask"], episode)))
@@ -225,10 +225,12 @@ class VerifiersTask(TaskDefaults):
                         Episode(state.problem, [], None, done=True)))
         return out
 
-    def _episodes(self, states: Sequence[Episode]) -> list[str | None]:
+    def _episodes(self, states: Sequence[Episode]) -> tuple[list[str | None], dict[int, str]]:
         """An episode per joint action: a node's own for its first, new ones of the same row for the rest (their
-        first prompt should be the node's: counted as task/prompt_mismatch when it is not)."""
+        first prompt should be the node's: counted as task/prompt_mismatch when it is not); and, by index, why
+        a new one ended before its first model call."""
         taken: set[str] = set()
+        early: dict[int, str] = {}
         out: list[str | None] = [None] * len(states)
         fresh: list[int] = []
         for i, state in enumerate(states):
@@ -241,12 +243,12 @@ class VerifiersTask(TaskDefaults):
         if fresh:
             for i, (episode, event) in zip(fresh, self._start([states[i].problem for i in fresh]), strict=True):
                 if "done" in event:
-                    self._count("episode_errors")
+                    early[i] = _early(event)
                     continue
                 if event["ask"] != states[i].messages:
                     self._count("prompt_mismatch")  # a later turn's node: its new episode starts at the first turn
                 out[i] = episode
-        return out
+        return out, early
 
     def _count(self, name: str, by: float = 1.0) -> None:
         self._counters[name] = self._counters.get(name, 0.0) + by
@@ -269,6 +271,10 @@ class VerifiersTask(TaskDefaults):
 
     def close(self) -> None:
         self.channel.close()
+
+
+def _early(event: dict[str, Any]) -> str:
+    return str(event["done"].get("error") or "the episode ended before its first model call")
 
 
 def _load_error(error: str) -> str:

@@ -28,3 +28,17 @@ def load_environment(rows: int = 6, max_turns: int = 3):
         return 1.0 if state.get("solved") else 0.0
 
     return GuessEnv(dataset=Dataset.from_list(data), rubric=vf.Rubric(funcs=[guessed]), max_turns=max_turns)
+
+
+def load_tool_environment(rows: int = 2):
+    """A ToolEnv (a tool the model may call): the door does not serve tool calls, and says so in the episode."""
+
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    data = [{"question": "What is 2 + 3? Use the tool.", "answer": "5"} for _ in range(rows)]
+    def answered(completion, answer, **kwargs) -> float:
+        return float(answer in str(completion))
+
+    return vf.ToolEnv(dataset=Dataset.from_list(data), tools=[add], rubric=vf.Rubric(funcs=[answered]), max_turns=2)

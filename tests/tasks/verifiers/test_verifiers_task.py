@@ -106,6 +106,14 @@ def test_an_episode_that_raises_is_logged_counted_and_scores_zero():
     task.close()
 
 
+def test_an_environment_with_tools_ends_its_episodes_saying_so():
+    task = _task(GUESS.replace(":load_environment", ":load_tool_environment"))
+    train, _ = task.load(DatasetConfig(eval_size=1, max_problems=1))
+    (reward,) = task.score([(train[0], ["5"])])
+    assert reward.failed and reward.ended and "offers tools" in reward.notes[0]
+    task.close()
+
+
 def test_episodes_the_tree_cuts_short_are_dropped_and_counted():
     task = _task()
     train, _ = task.load(DatasetConfig(eval_size=1, max_problems=1))
