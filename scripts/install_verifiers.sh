@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The interpreter for task.name=verifiers (docs/verifiers.md): verifiers 0.3.0 and reasoning-gym in their own
-# environment, ./.venv-verifiers, so that verifiers' pins (mcp<2) leave this project's venv as it is
-# (pip install -e ".[verifiers]" puts them into it instead, if you prefer one venv). The run talks to it through a
-# worker process (task.verifiers.python). Safe to re-run. About a minute and 870 MB.
+# environment, ./.venv-verifiers: verifiers' mcp<2 would move this project's mcp back and break OpenEnv's client
+# (docs/verifiers.md). The run talks to it through a worker process (task.verifiers.python). Safe to re-run.
+# About a minute and 870 MB.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
