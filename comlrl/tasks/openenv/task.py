@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from comlrl.errors import ConfigError, RunStopped, require
-from comlrl.tasks.base import TaskDefaults
 from comlrl.tasks.datasets import DatasetConfig
+from comlrl.tasks.episodes import EpisodeReward, EpisodeTask
 from comlrl.tasks.openenv.local_server import LocalServer
 from comlrl.tasks.openenv.sessions import EpisodeFailed, Outcome, Sessions
-from comlrl.tree.contracts import Continuation, JointTurn, Messages, Task, TaskConfig, Transition
+from comlrl.tree.contracts import Continuation, JointTurn, Messages, Task, TaskConfig
 
 log = logging.getLogger("comlrl")
 EVAL_SEED_BASE = 1_000_000  # held-out episodes' seeds start here; training seeds are below it
@@ -64,44 +64,19 @@ class Episode:
         return self.done
 
 
-@dataclass(frozen=True)
-class EpisodeReward:
-    total: float
-    components: dict[str, float] = field(default_factory=dict)
-    notes: tuple[str, ...] = ()
-    reply: str = ""
-    ended: bool = False
-    failed: bool = False
-
-    @property
-    def all_passed(self) -> bool:
-        """The episode ended with a positive reward."""
-        return self.ended and not self.failed and self.total > 0
-
-    @property
-    def scored(self) -> tuple[str, ...]:
-        return (self.reply,)
-
-
-class OpenEnvTask(TaskDefaults):
+class OpenEnvTask(EpisodeTask):
     """One agent acting in an OpenEnv environment; `cfg` holds its options (`task.openenv`)."""
 
-    num_agents = 1
-    role_names = ["agent"]
     options_type = OpenEnvOptions
-    needs_sandbox = False
-    centralizable = False
-    reward_range = (float("-inf"), float("inf"))  # the environment's own scale
-    outcome_names = ("success", "episode_error")
 
     def __init__(self, cfg: OpenEnvOptions | None = None) -> None:
+        super().__init__()
         self.cfg = cfg if cfg is not None else OpenEnvOptions()
         require(self.cfg.url is not None or self.cfg.app is not None, "task.openenv.url", None,
                 "an http:// URL of a running OpenEnv server, or task.openenv.app (module:attribute) set")
         self.stop_strings = tuple(self.cfg.stop)
         self._open: list[Any] = []  # sessions of the current batch of trees, closed when the next starts
         self._roots: dict[EpisodeProblem, Episode] = {}  # root states made for their prompts, until the rollout
-        self._counters: dict[str, float] = {}
         self.server = LocalServer.start(self.cfg.app) if self.cfg.app else None
         self.url = self.server.url if self.server is not None else str(self.cfg.url)
         self.sessions = Sessions(self.url, self.cfg.timeout_s)
@@ -125,9 +100,6 @@ class OpenEnvTask(TaskDefaults):
     @classmethod
     def from_config(cls, task_cfg: TaskConfig, sandbox: Any) -> OpenEnvTask:
         return cls(task_cfg.options())
-
-    def answer_prefix(self, agent: int, problem: Any) -> str:
-        return self.cfg.answer_prefix
 
     # ---- problems ----------------------------------------------------------------------------------------
     def load(self, dataset_cfg: DatasetConfig) -> tuple[list[EpisodeProblem], list[EpisodeProblem]]:
@@ -180,11 +152,6 @@ class OpenEnvTask(TaskDefaults):
         self._open = []
         self._roots.clear()
 
-    def score(self, items: list[tuple[EpisodeProblem, list[str]]]) -> list[EpisodeReward]:
-        """First replies of fresh episodes (`score_turns` steps each on its node's episode)."""
-        turns = [JointTurn(p, tuple(texts), self.initial_state(p)) for p, texts in items]
-        return [r for r, _ in self.score_turns(turns)]
-
     def score_turns(self, turns: Sequence[JointTurn]) -> list[tuple[EpisodeReward, Any]]:
         """Every joint action stepped at once, each on its own session: a root's first joint action takes the
         root's session, the others new ones reset with the same seed."""
@@ -231,25 +198,10 @@ class OpenEnvTask(TaskDefaults):
                         self._count("reset_mismatch")  # the seed did not give the root's observation again
         return out
 
-    def _count(self, name: str) -> None:
-        self._counters[name] = self._counters.get(name, 0.0) + 1
-
-    def transition(self, configured: Transition) -> Transition:
-        return self  # the environment's observations make the next turn
-
     def next_messages(self, task: Task, paths: Sequence[Continuation]) -> list[list[Messages]]:
         """The node's chat, the reply as the assistant's, then the next observation."""
         return [[[*c.node.messages[0], {"role": "assistant", "content": c.reward.reply}, self._user(c.state.text)]]
                 for c in paths]
-
-    def outcome_counts(self, reward: EpisodeReward) -> dict[str, float]:
-        if not reward.ended:
-            return {}
-        return {"success": float(reward.all_passed), "episode_error": float(reward.failed)}
-
-    def metrics(self) -> dict[str, float]:
-        out, self._counters = self._counters, {}
-        return out
 
     def close(self) -> None:
         self.sessions.close(self._open)

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from comlrl.errors import ConfigError, require
-from comlrl.tasks.base import TaskDefaults
 from comlrl.tasks.datasets import DatasetConfig
+from comlrl.tasks.episodes import EpisodeReward, EpisodeTask
 from comlrl.tasks.verifiers.channel import Channel
-from comlrl.tree.contracts import Continuation, JointTurn, Messages, Task, TaskConfig, Transition
+from comlrl.tree.contracts import Continuation, JointTurn, Messages, Task, TaskConfig
 
 log = logging.getLogger("comlrl")
 
@@ -64,37 +64,13 @@ class Episode:
         return self.done
 
 
-@dataclass(frozen=True)
-class EpisodeReward:
-    total: float
-    components: dict[str, float] = field(default_factory=dict)
-    notes: tuple[str, ...] = ()
-    reply: str = ""
-    ended: bool = False
-    failed: bool = False
-
-    @property
-    def all_passed(self) -> bool:
-        """The episode ended with a positive reward from the rubric."""
-        return self.ended and not self.failed and self.total > 0
-
-    @property
-    def scored(self) -> tuple[str, ...]:
-        return (self.reply,)
-
-
-class VerifiersTask(TaskDefaults):
+class VerifiersTask(EpisodeTask):
     """One agent in a verifiers environment; `cfg` holds its options (`task.verifiers`)."""
 
-    num_agents = 1
-    role_names = ["agent"]
     options_type = VerifiersOptions
-    needs_sandbox = False
-    centralizable = False
-    reward_range = (float("-inf"), float("inf"))  # the rubric's own scale
-    outcome_names = ("success", "episode_error")
 
     def __init__(self, cfg: VerifiersOptions | None = None) -> None:
+        super().__init__()
         self.cfg = cfg if cfg is not None else VerifiersOptions()
         require(bool(self.cfg.env), "task.verifiers.env", self.cfg.env,
                 "an installed verifiers environment's id, or module:Class")
@@ -112,7 +88,6 @@ class VerifiersTask(TaskDefaults):
         self._ids = itertools.count()
         self._open: set[str] = set()  # episodes of the current batch of trees, dropped when the next starts
         self._roots: dict[RowProblem, Episode] = {}  # root episodes made for their prompts, until the rollout
-        self._counters: dict[str, float] = {}
         self._warned = False
 
     @classmethod
@@ -124,9 +99,6 @@ class VerifiersTask(TaskDefaults):
     @classmethod
     def from_config(cls, task_cfg: TaskConfig, sandbox: Any) -> VerifiersTask:
         return cls(task_cfg.options())
-
-    def answer_prefix(self, agent: int, problem: Any) -> str:
-        return self.cfg.answer_prefix
 
     # ---- problems ----------------------------------------------------------------------------------------
     def load(self, dataset_cfg: DatasetConfig) -> tuple[list[RowProblem], list[RowProblem]]:
@@ -191,11 +163,6 @@ class VerifiersTask(TaskDefaults):
             self._open.clear()
         self._roots.clear()
 
-    def score(self, items: list[tuple[RowProblem, list[str]]]) -> list[EpisodeReward]:
-        """First replies of fresh episodes (`score_turns` steps each on its node's episode)."""
-        turns = [JointTurn(p, tuple(texts), self.initial_state(p)) for p, texts in items]
-        return [r for r, _ in self.score_turns(turns)]
-
     def score_turns(self, turns: Sequence[JointTurn]) -> list[tuple[EpisodeReward, Any]]:
         """Every joint action's reply sent into its own episode at once: a root's first joint action goes on in the
         root's episode, the others in new episodes of the same row."""
@@ -250,24 +217,9 @@ class VerifiersTask(TaskDefaults):
                 out[i] = episode
         return out, early
 
-    def _count(self, name: str, by: float = 1.0) -> None:
-        self._counters[name] = self._counters.get(name, 0.0) + by
-
-    def transition(self, configured: Transition) -> Transition:
-        return self  # the environment's own messages make the next turn
-
     def next_messages(self, task: Task, paths: Sequence[Continuation]) -> list[list[Messages]]:
         """What the environment asks with next (its conversation so far, its response included)."""
         return [[c.state.messages] for c in paths]
-
-    def outcome_counts(self, reward: EpisodeReward) -> dict[str, float]:
-        if not reward.ended:
-            return {}
-        return {"success": float(reward.all_passed), "episode_error": float(reward.failed)}
-
-    def metrics(self) -> dict[str, float]:
-        out, self._counters = self._counters, {}
-        return out
 
     def close(self) -> None:
         self.channel.close()
