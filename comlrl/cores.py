@@ -16,6 +16,9 @@ is imported; a user who set GOMP_SPINCOUNT or OMP_WAIT_POLICY keeps their choice
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 SPIN_COUNT = "10000"  # GNU OpenMP's busy-wait iterations at a barrier before the thread sleeps
 OWN_SETTINGS = ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")  # a user who set either chose the waiting
@@ -26,3 +29,21 @@ def share_cores() -> None:
     (GOMP_SPINCOUNT set would also override an OMP_WAIT_POLICY of theirs)."""
     if not any(os.environ.get(key) for key in OWN_SETTINGS):
         os.environ["GOMP_SPINCOUNT"] = SPIN_COUNT
+
+
+def side_by_side(calls: Sequence[Callable[[], Any]]) -> list[Any]:
+    """Each call's result, in order: the calls in threads of one torch thread each, as many at once as torch had
+    threads (torch's thread count is restored after). What it is for: work on a small model bound by one core
+    (a 135M decode step, a forward and backward of a few hundred tokens) runs on two cores in about the time
+    of one, where two threads inside each call gain less (benchmarks/compat_speed.py)."""
+    import torch  # after share_cores: OpenMP reads its settings when torch loads
+
+    threads = torch.get_num_threads()
+    if threads < 2:
+        return [call() for call in calls]
+    torch.set_num_threads(1)
+    try:
+        with ThreadPoolExecutor(max_workers=min(threads, len(calls))) as pool:
+            return list(pool.map(lambda call: call(), calls))
+    finally:
+        torch.set_num_threads(threads)

@@ -104,3 +104,73 @@ def test_bad_input_names_the_problem() -> None:
         pack([0], [()], [(2,)], [1])
     with pytest.raises(ValueError, match="at least one sample"):
         pack([], [], [], [])
+
+
+def _seen(b, i: int, t: int) -> tuple[list[int], list[int]]:
+    """The tokens (ordered by position id) and the position ids the query predicting sample i's completion token
+    t attends to."""
+    w = b.input_ids.shape[1]
+    q = int(b.pred_index[i, t])
+    row, col = divmod(q, w)
+    if b.attention.dim() == 2:  # plain causal with a padding mask
+        cols = [c for c in range(col + 1) if b.attention[row, c]]
+    else:
+        cols = (b.attention[row, 0, col] == 0).nonzero().flatten().tolist()
+    cols.sort(key=lambda c: int(b.position_ids[row, c]))
+    return [int(b.input_ids[row, c]) for c in cols], [int(b.position_ids[row, c]) for c in cols]
+
+
+def test_groups_whose_prompts_start_alike_share_a_trunk_then_their_own_tails() -> None:
+    b = pack([0, 0, 0, 0], [(1, 2, 3), (1, 2, 3), (1, 2, 4, 5), (1, 2, 4, 5)], [(10,), (11,), (12, 13), (14,)],
+             [1, 1, 2, 1], pad_id=99)
+    # one row: the trunk 1 2, group 1's tail 3 and completions, group 2's tail 4 5 and completions
+    assert b.input_ids.tolist() == [[1, 2, 3, 10, 11, 4, 5, 12, 13, 14]]
+    assert b.position_ids.tolist() == [[0, 1, 2, 3, 3, 2, 3, 4, 5, 4]]
+    assert b.pred_index.tolist() == [[2, 0], [2, 0], [6, 7], [6, 0]]
+    assert b.tokens == 10  # the unshared layout computes 4 + 4 + 6 + 5 = 19
+    assert _seen(b, 2, 1) == ([1, 2, 4, 5, 12], [0, 1, 2, 3, 4])  # never group 1's tail or a sibling
+
+
+def test_trunks_join_one_agents_consecutive_groups_only_when_they_share_and_it_pays() -> None:
+    comps = [(10,), (11,)]
+    # other agent, or nothing shared: separate rows
+    assert pack([0, 1], [(1, 2), (1, 3)], comps, [1, 1]).input_ids.shape[0] == 2
+    assert pack([0, 0], [(1, 2), (7, 3)], comps, [1, 1]).input_ids.shape[0] == 2
+    # one shared token against a long group: one row of 1 + 1 + 1 + 40 + 1 = 44 beats two rows of 42
+    long = (1, *range(100, 140))
+    assert pack([0, 0], [(1, 2), long], comps, [1, 1]).input_ids.shape[0] == 1
+    # sharing one token, a merged row of 19 would pad three rows to 19 where a row of its own keeps them at 10
+    b = pack([1, 0, 0], [(7, *[8] * 8), (1, *[2] * 8), (1, *[3] * 8)], [(10,), (11,), (12,)], [1, 1, 1])
+    assert b.input_ids.shape[0] == 3 and b.row_lengths.tolist() == [10, 10, 10]
+
+
+def test_a_row_never_grows_past_the_cap() -> None:
+    from comlrl.policy.packing import prompt_groups, trunk_rows
+
+    prompts = [(1, *range(100 * k, 100 * k + 30)) for k in (1, 2, 3)]  # 31 tokens, one shared
+    keys = [(0, p) for p in prompts]
+    rows = trunk_rows(prompt_groups(keys, True), [0, 0, 0], prompts, [(9,)] * 3, cap=64)
+    assert [members for members, _ in rows] == [[[0], [1]], [[2]]] and [t for _, t in rows] == [1, 31]
+    # past the cap, a row may still reach the widest row a group makes alone
+    rows = trunk_rows(prompt_groups(keys, True), [0, 0, 0], prompts, [(9,)] * 3, cap=8)
+    assert [members for members, _ in rows] == [[[0]], [[1]], [[2]]]
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_every_completion_token_sees_exactly_its_own_sequence_at_its_own_positions(share: bool) -> None:
+    """For all small layouts of one agent's groups whose prompts start alike (or not), and another agent's: the
+    query predicting each completion token attends to precisely its sample's prompt and own past, each token
+    numbered by its place in that sequence, whatever rows and trunks the layout made."""
+    prompt_sets = [(3, 4), (3, 4, 5), (3, 6), (7,)]
+    for prompts in itertools.product(prompt_sets, repeat=3):
+        for comps in itertools.product([(), (20,), (21, 22)], repeat=2):
+            ps = [prompts[0], prompts[0], prompts[1], prompts[2], (8, 9)]
+            cs = [comps[0], (30,), comps[1], (23, 24, 25), (26,)]
+            agents = [0, 0, 0, 0, 1]
+            b = pack(agents, ps, cs, [len(c) for c in cs], share_prefix=share)
+            assert b.tokens <= sum(len(p) + len(c) for p, c in zip(ps, cs, strict=True))
+            for i, comp in enumerate(cs):
+                seq = list(ps[i]) + list(comp)
+                for t in range(len(comp)):
+                    n = len(ps[i]) + t
+                    assert _seen(b, i, t) == (seq[:n], list(range(n))), (ps, cs, i, t)

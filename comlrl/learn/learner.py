@@ -23,10 +23,11 @@ if TYPE_CHECKING:
     from accelerate import Accelerator
 
 
-class ValueHeaded(Protocol):
+class AgentsShape(Protocol):
     """What the learner reads of the agents' module (`comlrl.policy.agents.AgentsModule` is one)."""
 
     value_at_action: bool  # the value head scores (state, action), a Q head, not the state alone
+    independent_agents: bool  # each agent's forward and backward touch only its own weights
 
 
 class TrainedPolicies(Protocol):
@@ -34,7 +35,7 @@ class TrainedPolicies(Protocol):
     the policies, so it names what it calls instead of importing their type."""
 
     @property
-    def module(self) -> ValueHeaded: ...
+    def module(self) -> AgentsShape: ...
 
     def trainable_parameters(self) -> list[torch.nn.Parameter]: ...
 
@@ -71,6 +72,16 @@ class Learner:
     @property
     def zero3(self) -> bool:
         return uses_zero3(self.accelerator)
+
+    @property
+    def agents_side_by_side(self) -> bool:
+        """Whether the agents' micro-batches may run side by side, one core each (`comlrl.cores.side_by_side`):
+        full models of their own on CPU, one process without DeepSpeed (no gradient sync to line up), and
+        cores for them. A forward and backward of a few hundred tokens through a 135M model gains less from
+        two threads than two agents gain from one each (benchmarks/compat_speed.py)."""
+        return (self.policies.module.independent_agents and not self.deepspeed
+                and self.accelerator.num_processes == 1 and self.accelerator.device.type == "cpu"
+                and torch.get_num_threads() > 1)
 
     def trainable(self) -> list[torch.nn.Parameter]:
         return list(self.policies.trainable_parameters())
@@ -143,9 +154,11 @@ class Learner:
             yield
 
     def backward(self, loss: torch.Tensor) -> None:
-        """Backward of one micro-batch's loss. A zero term touches every trainable tensor so all ranks reduce
-        the same gradients (ZeRO-3 holds only partitions outside forward and zero-fills unused ones itself)."""
-        if not self.zero3:
+        """Backward of one micro-batch's loss. Across ranks a zero term touches every trainable tensor so all
+        ranks reduce the same gradients (ZeRO-3 holds only partitions outside forward and zero-fills unused
+        ones itself), as under DeepSpeed; one process without it gives untouched tensors their zero gradient at
+        the step instead (`optimizer_step`), without a pass over every weight per micro-batch."""
+        if not self.zero3 and (self.deepspeed or self.accelerator.num_processes > 1):
             loss = loss + 0.0 * sum(p.sum() for p in self.trainable())
         if self.deepspeed:  # accelerate's backward would step the engine after every micro-batch
             self.model.backward(loss)  # type: ignore[operator]
@@ -158,6 +171,9 @@ class Learner:
             self.model.step()  # type: ignore[operator]
             norm = self.model.get_global_grad_norm()  # type: ignore[operator]
         else:
+            for p in self.trainable():  # a weight no loss reached steps on a zero gradient, as on several ranks
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p)
             norm = self.accelerator.clip_grad_norm_(self.trainable(), self.max_grad_norm)
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
@@ -172,10 +188,10 @@ class Learner:
     def weights_spread(self) -> float:
         """Max minus min over ranks of a checksum of the trainable weights: 0 when data parallel is in sync."""
         acc, params = self.accelerator, self.trainable()
+        if acc.num_processes == 1:
+            return 0.0
         with torch.no_grad():
             checksum = sum(p.detach().double().sum() for p in params) if params else torch.zeros(())
             checksum = checksum.reshape(1).to(acc.device)
-        if acc.num_processes == 1:
-            return 0.0
         every = acc.gather(checksum)
         return float(every.max() - every.min())

@@ -10,11 +10,14 @@ log-probs.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
+from comlrl.cores import side_by_side
 from comlrl.learn.advantages import AdvantageStats
 from comlrl.learn.distributed import max_over_ranks
 from comlrl.learn.learner import Learner
@@ -80,6 +83,25 @@ class _Tally:
     loss: float = 0.0
     gap: dict[str, float] = field(default_factory=lambda: {"abs_gap_sum": 0.0, "kl_sum": 0.0, "tokens": 0.0})
     sums: dict[str, float] = field(default_factory=dict)  # the algorithm's metric sums and counts
+
+    def add(self, other: _Tally) -> None:
+        self.loss += other.loss
+        for k, v in other.gap.items():
+            self.gap[k] += v
+        for k, v in other.sums.items():
+            self.sums[k] += v
+
+
+def agent_lanes(units: list[Unit]) -> list[list[Unit]] | None:
+    """The units split by agent, in order of first appearance, when every unit trains one agent and there are
+    several; None otherwise (a unit over several agents, such as a team critic's, couples their backward)."""
+    lanes: dict[int, list[Unit]] = {}
+    for u in units:
+        agents = {s.agent for s in u.samples}
+        if len(agents) != 1:
+            return None
+        lanes.setdefault(agents.pop(), []).append(u)
+    return list(lanes.values()) if len(lanes) > 1 else None
 
 
 def step_size(units: list[Unit], aggregation: str) -> StepSize:
@@ -161,15 +183,27 @@ def train_units(learner: Learner, algorithm: Algorithm, cfg: LearnConfig, units:
     lc = cfg.magrpo.loss
     samples = _samples(units)
     step = step_size(units, lc.aggregation)
-    micro = micro_batches(units, lc.micro_batch_size)
+    # agents of their own models on CPU: each agent's micro-batches in a lane, the lanes side by side
+    lanes = agent_lanes(units) if learner.agents_side_by_side else None
+    lane_micro = [micro_batches(lane, lc.micro_batch_size) for lane in lanes] if lanes else []
+    micro = [b for lane in lane_micro for b in lane] if lanes else micro_batches(units, lc.micro_batch_size)
     n_micro = max_over_ranks(learner.accelerator, max(1, len(micro)))
     spare_batch = [Unit((samples[0] if samples else spare,))]
     old, ref = reference_logprobs(learner, algorithm, lc, micro)
-    tally = _Tally(sums={k: 0.0 for name in algorithm.metrics for k in (name, f"{name}/n")})
+    sums = {k: 0.0 for name in algorithm.metrics for k in (name, f"{name}/n")}
+    tally = _Tally(sums=dict(sums))
     learner.model.train()
     grad_norm = float("nan")
     for epoch in range(lc.inner_epochs):
-        for i in range(n_micro):
+        if lanes:
+            firsts = [0]
+            for lane in lane_micro:
+                firsts.append(firsts[-1] + len(lane))
+            passes = [partial(_lane_pass, learner, algorithm, cfg, micro, range(a, b), step, old, ref, epoch == 0,
+                              _Tally(sums=dict(sums))) for a, b in itertools.pairwise(firsts)]
+            for lane_tally in side_by_side(passes):
+                tally.add(lane_tally)
+        for i in range(0 if lanes else n_micro):
             with learner.accumulating(last=i == n_micro - 1):
                 if i < len(micro):
                     loss = micro_step(learner, algorithm, cfg, micro[i], step, old[i] if old is not None else None,
@@ -184,6 +218,18 @@ def train_units(learner: Learner, algorithm: Algorithm, cfg: LearnConfig, units:
                        lr=lr, weights_rank_spread=learner.weights_spread(), engine_abs_gap=tally.gap["abs_gap_sum"],
                        engine_kl=tally.gap["kl_sum"], engine_tokens=tally.gap["tokens"], groups=groups,
                        metrics=tally.sums)
+
+
+def _lane_pass(learner: Learner, algorithm: Algorithm, cfg: LearnConfig, micro: list[list[Unit]], indices: range,
+               step: StepSize, old: list[torch.Tensor] | None, ref: list[torch.Tensor] | None, first_epoch: bool,
+               tally: _Tally) -> _Tally:
+    """One agent's micro-batches of one epoch, forward and backward (one process, no gradient sync)."""
+    for i in indices:
+        loss = micro_step(learner, algorithm, cfg, micro[i], step, old[i] if old is not None else None,
+                          ref[i] if ref is not None else None, tally, first_epoch=first_epoch)
+        learner.backward(loss)
+        tally.loss += float(loss.detach())
+    return tally
 
 
 def _samples(units: list[Unit]) -> list[Any]:

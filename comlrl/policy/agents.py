@@ -64,6 +64,8 @@ class AgentsModule(nn.Module, ABC):
         """The width of each agent's final hidden state (what its value head reads)."""
 
     value_at_action = False  # the heads read the state after the action (a Q critic), not the prompt's end (V)
+    # each agent's forward and backward touch only weights of its own (a model each): they may run side by side
+    independent_agents = False
 
     def attach_value_heads(self, at_action: bool = False) -> None:
         """One zero-initialised `Linear(hidden, 1)` per agent, trainable, in float32 on the module's device;
@@ -248,6 +250,8 @@ class FullAgentsModule(AgentsModule):
     `load_reference(device)` returns frozen copies of the initial models, one per agent; they are loaded on
     the first reference call (only the KL needs them) and are not submodules (no state_dict, no optimizer).
     """
+
+    independent_agents = True
 
     def __init__(self, models: Sequence[nn.Module],
                  load_reference: Callable[[torch.device], list[nn.Module]]) -> None:

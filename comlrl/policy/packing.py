@@ -6,6 +6,9 @@ completion attending to the prompt and to itself only (a block mask) and numbere
 as if it followed the prompt alone. Every completion token then sees exactly the context it saw when it was
 sampled, so log-probs and gradients equal the unshared layout's (the prompt's hidden states are shared,
 their gradient is the sum over the G completions), while the prompt is computed once instead of G times.
+Groups whose prompts start alike (a later turn's prompt repeats the system message and the problem) share
+that start the same way, one level up: a trunk, then each group's own prompt tail and completions
+(`trunk_rows`); a row holds one agent's samples only.
 
 Pure: builds index tensors only; the model forward that consumes them lives in `comlrl.policy`.
 """
@@ -67,13 +70,61 @@ def prompt_groups(prompts: Sequence[tuple[int, tuple[int, ...]]], share: bool) -
     return groups
 
 
+# tokens a merged row may reach when the batch's rows are shorter (its [L, L] mask and attention grow with it);
+# a batch of longer rows merges only within its widest one
+SHARED_ROW_TOKENS = 512
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def trunk_rows(groups: list[list[int]], agents: Sequence[int], prompts: Sequence[Sequence[int]],
+               completions: Sequence[Sequence[int]], cap: int = SHARED_ROW_TOKENS) -> list[tuple[list[int], int]]:
+    """Consecutive groups of one agent whose prompts start alike, merged into rows: (the row's groups, its trunk
+    length, the prompt tokens they all share). A group joins the row before it when they share at least one
+    token and the batch's padded area (rows x widest row) gets smaller, and the row stays within `cap` tokens
+    or, past it, within the widest row the groups make alone (so attention per row never grows there). A
+    turn's prompts that repeat the turn before's (the same system and problem, then a new message) then
+    compute that start once."""
+    rows: list[tuple[list[int], int]] = []
+    widths: list[int] = []
+
+    def own(g: list[int], trunk: int) -> int:  # the tokens a group adds after a trunk
+        return len(prompts[g[0]]) - trunk + sum(len(completions[i]) for i in g)
+
+    cap = max(cap, max((own(g, 0) for g in groups), default=0))
+
+    for g in groups:
+        alone = own(g, 0)
+        if rows and agents[rows[-1][0][0][0]] == agents[g[0]]:
+            members, trunk = rows[-1]
+            shared = min(trunk, _common_prefix(prompts[members[0][0]], prompts[g[0]]))
+            merged = shared + sum(own(m, shared) for m in (*members, g))
+            others = max(widths[:-1], default=0)
+            if shared > 0 and merged <= cap and \
+                    len(rows) * max(others, merged) < (len(rows) + 1) * max(others, widths[-1], alone):
+                rows[-1] = ([*members, g], shared)
+                widths[-1] = merged
+                continue
+        rows.append(([g], len(prompts[g[0]])))
+        widths.append(alone)
+    return rows
+
+
 def pack(agents: Sequence[int], prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]],
          lengths: Sequence[int], pad_id: int = 0, share_prefix: bool = True,
          dtype: torch.dtype = torch.float32) -> PackedBatch:
     """Lay out samples (agent, prompt ids, completion ids) in rows.
 
     `lengths[i]` is how many of sample i's completion tokens count in the loss (up to and including its
-    first EOS). With `share_prefix` consecutive samples of the same agent and prompt share one row.
+    first EOS). With `share_prefix` consecutive samples of the same agent and prompt share one copy of it,
+    and consecutive such groups whose prompts start alike share that start (`trunk_rows`).
     A prompt must be non-empty (its last token predicts the completion's first).
     """
     n = len(agents)
@@ -85,36 +136,49 @@ def pack(agents: Sequence[int], prompts: Sequence[Sequence[int]], completions: S
         raise ValueError("every sample needs a non-empty prompt")
     keys = [(int(a), tuple(p)) for a, p in zip(agents, prompts, strict=True)]
     groups = prompt_groups(keys, share_prefix)
+    layout = trunk_rows(groups, agents, prompts, completions) if share_prefix else \
+        [([g], len(prompts[g[0]])) for g in groups]
     rows: list[list[int]] = []
     positions: list[list[int]] = []
-    # per row: (prompt length, [(start, length) of each completion])
-    blocks: list[tuple[int, list[tuple[int, int]]]] = []
+    # per row, its segments: (start, length, parent segment or -1); a token sees its segment's past and every
+    # token of the segment's ancestors (the trunk, then the group's own prompt tail, then the completion)
+    segments: list[list[tuple[int, int, int]]] = []
     starts = [0] * n
-    for group in groups:
-        prompt = list(prompts[group[0]])
-        row, pos, spans = list(prompt), list(range(len(prompt))), []
-        for i in group:
-            comp = list(completions[i])
-            starts[i] = len(row)
-            spans.append((len(row), len(comp)))
-            row += comp
-            pos += range(len(prompt), len(prompt) + len(comp))
+    prompt_ends = [0] * n  # where each sample's prompt ends in its row (its last token predicts the completion)
+    row_of = [0] * n
+    for members, trunk in layout:
+        prompt = list(prompts[members[0][0]])
+        row, pos, segs = prompt[:trunk], list(range(trunk)), [(0, trunk, -1)]
+        for group in members:
+            tail = list(prompts[group[0]])[trunk:]
+            parent = 0
+            if tail:
+                segs.append((len(row), len(tail), 0))
+                parent = len(segs) - 1
+                row += tail
+                pos += range(trunk, trunk + len(tail))
+            end, offset = (len(row) - 1 if tail else trunk - 1), trunk + len(tail)
+            for i in group:
+                comp = list(completions[i])
+                starts[i], prompt_ends[i], row_of[i] = len(row), end, len(rows)
+                segs.append((len(row), len(comp), parent))
+                row += comp
+                pos += range(offset, offset + len(comp))
         rows.append(row)
         positions.append(pos)
-        blocks.append((len(prompt), spans))
+        segments.append(segs)
     r, width = len(rows), max(len(row) for row in rows)
     input_ids = torch.full((r, width), pad_id, dtype=torch.long)
     position_ids = torch.zeros((r, width), dtype=torch.long)
     for k, (row, pos) in enumerate(zip(rows, positions, strict=True)):
         input_ids[k, :len(row)] = torch.tensor(row, dtype=torch.long)
         position_ids[k, :len(pos)] = torch.tensor(pos, dtype=torch.long)
-    if all(len(spans) == 1 for _, spans in blocks):
+    if all(len(segs) == 2 for segs in segments):  # a prompt and one completion a row: plain causal attention
         attention = torch.zeros((r, width), dtype=torch.long)
         for k, row in enumerate(rows):
             attention[k, :len(row)] = 1
     else:
-        attention = _block_mask(blocks, width, dtype)
-    row_of = {i: k for k, group in enumerate(groups) for i in group}
+        attention = _block_mask(segments, width, dtype)
     comp_width = max(1, max(len(c) for c in completions))
     pred_index = torch.zeros((n, comp_width), dtype=torch.long)
     action_index = torch.zeros((n,), dtype=torch.long)
@@ -122,35 +186,36 @@ def pack(agents: Sequence[int], prompts: Sequence[Sequence[int]], completions: S
     mask = torch.zeros((n, comp_width), dtype=torch.float32)
     for i in range(n):
         comp, k = list(completions[i]), row_of[i]
-        prompt_end = blocks[k][0] - 1  # the prompt's last token predicts the first completion token
         counted = min(len(comp), lengths[i])
-        action_index[i] = (starts[i] + counted - 1 if counted else prompt_end) + k * width
+        action_index[i] = (starts[i] + counted - 1 if counted else prompt_ends[i]) + k * width
         if not comp:
             continue
-        preds = [prompt_end] + list(range(starts[i], starts[i] + len(comp) - 1))
+        preds = [prompt_ends[i]] + list(range(starts[i], starts[i] + len(comp) - 1))
         pred_index[i, :len(comp)] = torch.tensor(preds, dtype=torch.long) + k * width
         targets[i, :len(comp)] = torch.tensor(comp, dtype=torch.long)
         mask[i, :min(len(comp), lengths[i])] = 1.0
-    row_agents = torch.tensor([keys[group[0]][0] for group in groups], dtype=torch.long)
+    row_agents = torch.tensor([keys[members[0][0]][0] for members, _ in layout], dtype=torch.long)
     return PackedBatch(input_ids, position_ids, attention, row_agents, pred_index, targets, mask,
                        torch.tensor([k[0] for k in keys], dtype=torch.long),
                        torch.tensor([len(row) for row in rows], dtype=torch.long), action_index)
 
 
-def _block_mask(blocks: list[tuple[int, list[tuple[int, int]]]], width: int, dtype: torch.dtype) -> torch.Tensor:
-    """[R, 1, L, L] additive mask: the prompt is causal; each completion sees the prompt and its own past.
-    Padding positions see only themselves (a row of -inf alone would give NaN in softmax)."""
-    allowed = torch.zeros((len(blocks), width, width), dtype=torch.bool)
+def _block_mask(segments: list[list[tuple[int, int, int]]], width: int, dtype: torch.dtype) -> torch.Tensor:
+    """[R, 1, L, L] additive mask: each segment is causal within itself and sees all of its ancestors (a
+    completion: the trunk, its group's prompt tail, its own past; never a sibling). Padding positions see
+    only themselves (a row of -inf alone would give NaN in softmax)."""
+    allowed = torch.zeros((len(segments), width, width), dtype=torch.bool)
     causal = torch.ones((width, width), dtype=torch.bool).tril()
-    for k, (p, spans) in enumerate(blocks):
-        allowed[k, :p, :p] = causal[:p, :p]
-        for start, length in spans:
+    for k, segs in enumerate(segments):
+        for start, length, parent in segs:
             end = start + length
-            allowed[k, start:end, :p] = True
             allowed[k, start:end, start:end] = causal[:length, :length]
-        used = p + sum(length for _, length in spans)
+            while parent >= 0:
+                p_start, p_length, parent = segs[parent]
+                allowed[k, start:end, p_start:p_start + p_length] = True
+        used = sum(length for _, length, _ in segs)
         idx = torch.arange(used, width)
         allowed[k, idx, idx] = True
-    out = torch.zeros((len(blocks), 1, width, width), dtype=dtype)
+    out = torch.zeros((len(segments), 1, width, width), dtype=dtype)
     out.masked_fill_(~allowed.unsqueeze(1), torch.finfo(dtype).min)
     return out

@@ -11,8 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from itertools import accumulate
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from comlrl.cores import side_by_side
 from comlrl.models import AgentsConfig, ModelConfig, publishable, resolve_model_path
 from comlrl.policy.agents import AgentsModule
 from comlrl.policy.generation import cut_at_eos, cut_at_stop, generate_rows, sample_counts, stop_criterion
@@ -32,20 +32,6 @@ from comlrl.tree.sample import Messages, Sample, agent_name, answer_prefix_of
 log = logging.getLogger(__name__)
 
 VALUE_HEADS = "value_heads.pt"  # beside the agents' weights, when the agents carry value heads
-
-
-def run_side_by_side(calls: Sequence[Callable[[], Any]]) -> list[Any]:
-    """Each call's result, in order: the calls in threads of one torch thread each, as many at once as torch had
-    threads (one call each while they run; torch's thread count is restored after)."""
-    threads = torch.get_num_threads()
-    if threads < 2:
-        return [call() for call in calls]
-    torch.set_num_threads(1)
-    try:
-        with ThreadPoolExecutor(max_workers=min(threads, len(calls))) as pool:
-            return list(pool.map(lambda call: call(), calls))
-    finally:
-        torch.set_num_threads(threads)
 
 
 class AgentPolicies:
@@ -138,8 +124,8 @@ class AgentPolicies:
         # small model is bound by one core, not by the machine (benchmarks/compat_speed.py); each call then samples
         # from a generator of its own, seeded from torch's in group order, so the samples do not depend on the
         # threads (or on how many cores there are)
-        side_by_side = len(groups) > 1 and self.module.device.type == "cpu"
-        seeds = [int(torch.randint(2**62, ())) if side_by_side else None for _ in groups]
+        parallel = len(groups) > 1 and self.module.device.type == "cpu"
+        seeds = [int(torch.randint(2**62, ())) if parallel else None for _ in groups]
         calls = []
         for group, seed in zip(groups, seeds, strict=True):
             tok = self.tokenizers[requests[group[0]][0]]
@@ -155,7 +141,7 @@ class AgentPolicies:
                                            [prompts[r][0] for r in order], greedy, stopping, repeat=repeat,
                                            seed=seed))
         try:
-            for group, rows_out in zip(groups, run_side_by_side(calls) if side_by_side else [c() for c in calls],
+            for group, rows_out in zip(groups, side_by_side(calls) if parallel else [c() for c in calls],
                                        strict=True):
                 outs = iter(rows_out)
                 for r in group:  # the rows come back request by request, each request's consecutive

@@ -66,3 +66,24 @@ def test_shared_prefix_with_gradient_checkpointing_matches() -> None:
     for a, b in zip(g_s, g_u, strict=True):
         scale = max(float(b.abs().max()), 1e-12)
         torch.testing.assert_close(a / scale, b / scale, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("mode", ["lora", "full"])
+def test_groups_sharing_a_trunk_equal_unshared_logprobs_and_gradients(mode: str) -> None:
+    """A later turn's prompt repeats the first's start (system, problem): one agent's groups of both turns share
+    that trunk in one row, and nothing moves against each sample in a row of its own."""
+    pol = make_policies(mode)
+    first = [{"role": "user", "content": PROMPTS[0]}]
+    later = [*first, {"role": "assistant", "content": "hi"}, {"role": "user", "content": PROMPTS[1]}]
+    torch.manual_seed(0)
+    rows = pol.generate([(0, first), (0, later), (1, first), (1, later)], 2)
+    samples = [s for row in rows for s in row]
+    batch = pol.pack(samples)
+    assert batch.input_ids.shape[0] == 2  # one row per agent, each holding both of its groups
+    assert batch.tokens < sum(len(s.prompt_ids) for s in samples[::2]) + sum(len(s.completion_ids) for s in samples)
+    lp_s, mask_s, g_s = _loss_and_grads(pol, samples, share=True)
+    lp_u, mask_u, g_u = _loss_and_grads(pol, samples, share=False)
+    torch.testing.assert_close(lp_s * mask_s, lp_u * mask_u, atol=1e-5, rtol=0)
+    for a, b in zip(g_s, g_u, strict=True):
+        scale = max(float(b.abs().max()), 1e-12)
+        torch.testing.assert_close(a / scale, b / scale, atol=1e-5, rtol=0)

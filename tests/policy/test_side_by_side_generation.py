@@ -1,4 +1,4 @@
-"""Full-weight agents decoded side by side on CPU (`AgentPolicies.generate`, `run_side_by_side`) and the sampler that
+"""Full-weight agents decoded side by side on CPU (`AgentPolicies.generate`, `side_by_side`) and the sampler that
 keeps them reproducible (`SeededSampler`): the samples depend on torch's seed alone, not on the threads or on how
 many there are, and the sampler draws from the distribution HF's own warpers make."""
 
@@ -13,9 +13,9 @@ import pytest
 import torch
 from policy_helpers import make_policies
 
+from comlrl.cores import side_by_side
 from comlrl.models import ModelConfig
 from comlrl.policy.generation import SeededSampler
-from comlrl.policy.policies import run_side_by_side
 
 REQUESTS = [(0, [{"role": "user", "content": "Write a function add(a, b)."}]),
             (1, [{"role": "user", "content": "Say hi."}]),
@@ -53,18 +53,18 @@ def test_lora_agents_share_one_call_and_keep_hfs_sampling(threads) -> None:
     assert len(pol.module.generation_groups([0, 1, 0])) == 1  # one call, nothing to run side by side
 
 
-def test_run_side_by_side_uses_threads_only_when_torch_has_cores_for_them(threads) -> None:
+def test_side_by_side_uses_threads_only_when_torch_has_cores_for_them(threads) -> None:
     seen: list[tuple[str, int]] = []
 
     def call(k: int):
         return lambda: seen.append((threading.current_thread().name, torch.get_num_threads())) or k
 
     torch.set_num_threads(1)
-    assert run_side_by_side([call(0), call(1)]) == [0, 1]
+    assert side_by_side([call(0), call(1)]) == [0, 1]
     assert {name for name, _ in seen} == {threading.current_thread().name}  # one thread: in turn, here
     seen.clear()
     torch.set_num_threads(2)
-    assert run_side_by_side([call(0), call(1), call(2)]) == [0, 1, 2]  # results in call order
+    assert side_by_side([call(0), call(1), call(2)]) == [0, 1, 2]  # results in call order
     assert threading.current_thread().name not in {name for name, _ in seen}
     assert {n for _, n in seen} == {1} and torch.get_num_threads() == 2
 
