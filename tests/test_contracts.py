@@ -13,10 +13,10 @@ from types import SimpleNamespace
 import pytest
 
 from comlrl.config.schema import DatasetConfig, load_config
-from comlrl.run.feedback_bridge import FeedbackBridge
 from comlrl.tasks import build_task
 from comlrl.tasks.actions import ActionsTask, bundled_tasks_path
 from comlrl.tasks.actions.options import ActionsTaskConfig
+from comlrl.tasks.code.feedback import FeedbackBridge
 from comlrl.tasks.datasets import load_easy
 from comlrl.tree.contracts import Reward, Task, TaskDefaults, Transition
 from comlrl.tree.rollout import Rollout, TreeShape

@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     from comlrl.learn.preference_file import PreferenceRecord
     from comlrl.policy import AgentPolicies
     from comlrl.run.atropos import AtroposSource
-    from comlrl.run.feedback_bridge import FeedbackBridge
     from comlrl.run.rounds import PairRounds
+    from comlrl.tasks.code.feedback import FeedbackBridge
     from sandbox.executor import Sandbox
 
 
@@ -103,9 +103,9 @@ def build(cfg: RunConfig, for_training: bool = True, log_with: list[Any] | None 
     from comlrl.engines import build_engine
     from comlrl.learn.preference_file import read_pairs
     from comlrl.policy import AgentPolicies
-    from comlrl.run.feedback_bridge import FeedbackBridge
     from comlrl.run.rounds import build_rounds
     from comlrl.tasks import build_task
+    from comlrl.tasks.code.feedback import FeedbackBridge
     from sandbox.executor import Sandbox
 
     acc = make_accelerator(log_with)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from comlrl.run.feedback_bridge import FeedbackBridge
 from comlrl.tasks import CodeCollabTask, TextTask, ToolAgentTask
 from comlrl.tasks.base import FeedbackPrompts, Problem
 from comlrl.tasks.code.common import path_codes
+from comlrl.tasks.code.feedback import FeedbackBridge
 from comlrl.tasks.text import TextTaskConfig
 from comlrl.tree.contracts import Continuation
 from comlrl.tree.nodes import Node

@@ -12,12 +12,12 @@ import reward_fns
 
 from comlrl.config.schema import load_config
 from comlrl.errors import ConfigError
-from comlrl.run.feedback_bridge import FeedbackBridge
 from comlrl.tasks import TASKS, CodeCollabTask, CodeCoopTask, build_task
 from comlrl.tasks.centralized import CentralizedTask, centralize
 from comlrl.tasks.code.common import SYSTEM_PROMPT
 from comlrl.tasks.code.coop import HELPER_DEMOS, MAIN_DEMOS
 from comlrl.tasks.code.coop_problems import generate_coop_problems
+from comlrl.tasks.code.feedback import FeedbackBridge
 from comlrl.tasks.datasets import load_easy
 from comlrl.tasks.text import TextProblem, TextTask, TextTaskConfig
 from comlrl.tree.contracts import Continuation, JointTurn, TaskConfig, TaskDefaults

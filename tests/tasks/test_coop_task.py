@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from comlrl.config.schema import ConfigError, load_config
-from comlrl.run.feedback_bridge import FeedbackBridge
 from comlrl.tasks import TASKS, CodeCollabTask, CodeCoopTask, build_task
 from comlrl.tasks.code.common import SYSTEM_PROMPT
 from comlrl.tasks.code.coop import HELPER_DEMOS, MAIN_DEMOS
 from comlrl.tasks.code.coop_problems import CoopProblem, generate_coop_problems
+from comlrl.tasks.code.feedback import FeedbackBridge
 from comlrl.tasks.datasets import DatasetConfig, DatasetError, split_problems
 from comlrl.tree.contracts import Continuation
 from comlrl.tree.nodes import Node
