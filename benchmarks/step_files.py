@@ -16,6 +16,8 @@ from pathlib import Path
 from _common import ROOT, setup
 
 PACKAGES = ("comlrl", "feedback", "sandbox")
+# the task's side of a step: what a task plugs in (its scoring, its feedback modes, the sandbox, their counters)
+TASK_SIDE = ("comlrl/tasks/", "feedback/", "sandbox/", "comlrl/llm/")
 INNER = ("listcomp", "genexpr", "dictcomp", "setcomp", "lambda")  # not functions a reader opens
 
 
@@ -62,8 +64,9 @@ def main() -> None:
         for path in sorted(seen):
             print(f"{path}: {', '.join(sorted(seen[path]))}")
     core = sum(1 for p in seen if p.startswith("comlrl/"))
+    task = sum(1 for p in seen if p.startswith(TASK_SIDE))
     print(f"{args.config}: one training step runs through {len(seen)} files ({core} in comlrl/) and {funcs} "
-          "functions")
+          f"functions: {len(seen) - task} of the trainer, {task} of the task (its scoring, feedback and sandbox)")
 
 
 if __name__ == "__main__":

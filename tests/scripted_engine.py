@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 
-from comlrl.tree.sample import Sample
+from comlrl.tree.nodes import Sample
 
 
 class Scripted:

@@ -14,8 +14,7 @@ from comlrl.learn.algorithms import ALGORITHMS
 from comlrl.learn.units import Unit
 from comlrl.run.comparators import Comparator, JudgeItem
 from comlrl.run.rounds import PairRounds, RoundPair, candidates, joint_text, pair_records, question, read_rounds
-from comlrl.tree.nodes import Node
-from comlrl.tree.sample import Sample
+from comlrl.tree.nodes import Node, Sample
 
 
 def _sample(agent: int, text: str) -> Sample:

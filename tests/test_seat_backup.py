@@ -7,9 +7,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from comlrl.tree.nodes import Node, backup_returns
+from comlrl.tree.nodes import Node, Sample, backup_returns
 from comlrl.tree.rollout import Scored, TreeShape, ended, expand_trees
-from comlrl.tree.sample import Sample
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,7 @@ from comlrl.config.schema import ConfigError, load_config
 from comlrl.learn.algorithms import ALGORITHMS
 from comlrl.learn.subsample import inclusion_probabilities, systematic_draw, train_subsample
 from comlrl.learn.update import step_size
-from comlrl.tree.nodes import Node, joint_actions
-from comlrl.tree.sample import Sample
+from comlrl.tree.nodes import Node, Sample, joint_actions
 
 
 def test_a_binary_group_gives_its_rare_class_every_slot_it_can_fill():

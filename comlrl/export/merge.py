@@ -57,7 +57,7 @@ def _base_path(meta: dict[str, Any], agent: int) -> str:
 def merged_agent(src: Path, meta: dict[str, Any], agent: int, dtype: str) -> Any:
     """Agent `agent` as one plain `PreTrainedModel`: adapter merged into its base, or its full weights."""
     from comlrl.models import load_model
-    from comlrl.tree.sample import agent_name
+    from comlrl.tree.nodes import agent_name
 
     folder = src / agent_name(agent)
     if meta["mode"] == "full":
@@ -78,7 +78,7 @@ def merge_run(run_dir: str | Path, out: str | Path, step: int | None = None) -> 
     from transformers import AutoTokenizer
 
     from comlrl.models import publishable
-    from comlrl.tree.sample import agent_name
+    from comlrl.tree.nodes import agent_name
 
     dtype = _dtype(run)
     dest.mkdir(parents=True, exist_ok=True)

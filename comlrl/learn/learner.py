@@ -4,23 +4,26 @@ under one accelerator, and the few operations the update needs of them.
 The update (`comlrl.learn.update`) and the algorithms see only this: log-probs (of the trained, the
 reference or the value-headed policy), one micro-step's backward under the right gradient-sync rules for
 DDP and DeepSpeed, and one optimizer step. `comlrl.run.components.build` makes it once per run.
+
+The accelerator it runs under is made here too (`make_accelerator`): on CPU, accelerate picks no process-group
+backend and may believe world=1 while the launcher started two ranks, so distributed without CUDA uses gloo and
+a launcher's WORLD_SIZE that accelerate does not see is refused (`WorldSizeError`).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from datetime import timedelta
+from typing import Any, Protocol
 
 import torch
+from accelerate import Accelerator
+from accelerate.utils import DistributedType, InitProcessGroupKwargs
 
-from comlrl.learn.distributed import max_over_ranks, uses_deepspeed, uses_zero3
-from comlrl.tree.nodes import Node
-from comlrl.tree.sample import Sample
-
-if TYPE_CHECKING:
-    from accelerate import Accelerator
+from comlrl.tree.nodes import Node, Sample
 
 
 class AgentsShape(Protocol):
@@ -195,3 +198,55 @@ class Learner:
             checksum = checksum.reshape(1).to(acc.device)
         every = acc.gather(checksum)
         return float(every.max() - every.min())
+
+
+class WorldSizeError(RuntimeError):
+    """The launcher and accelerate disagree about how many processes train."""
+
+
+def launcher_world_size() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def make_accelerator(log_with: list[Any] | None = None) -> Accelerator:
+    """The run's Accelerator; `log_with` takes accelerate trackers (see run_outputs.make_trackers)."""
+    world = launcher_world_size()
+    handlers = []
+    if world > 1 and not torch.cuda.is_available():
+        handlers.append(InitProcessGroupKwargs(backend="gloo", timeout=timedelta(minutes=30)))
+    accelerator = Accelerator(kwargs_handlers=handlers, log_with=log_with or None)
+    real = torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1
+    if accelerator.distributed_type == DistributedType.NO:
+        real = 1  # a process group may exist, but accelerate will neither wrap the model nor synchronise
+    if accelerator.num_processes != world or real != world:
+        raise WorldSizeError(
+            f"launcher started WORLD_SIZE={world} processes but accelerate sees {accelerator.num_processes} "
+            f"and {real} of them train together; "
+            "on CPU launch with `ACCELERATE_USE_CPU=true accelerate launch --multi_gpu --num_processes N` "
+            "or the DeepSpeed config in configs/accelerate/"
+        )
+    return accelerator
+
+
+def uses_deepspeed(accelerator: Accelerator) -> bool:
+    return accelerator.state.deepspeed_plugin is not None
+
+
+def uses_zero3(accelerator: Accelerator) -> bool:
+    """DeepSpeed ZeRO-3: parameters partitioned over the ranks, gathered in every forward."""
+    return uses_deepspeed(accelerator) and accelerator.state.deepspeed_plugin.zero_stage == 3
+
+
+def sum_over_ranks(accelerator: Accelerator, values: list[float]) -> list[float]:
+    """Each position summed over ranks (every rank passes as many values, in the same order)."""
+    if accelerator.num_processes == 1:
+        return list(values)
+    t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=accelerator.device)
+    return [float(v) for v in accelerator.reduce(t, reduction="sum").tolist()]
+
+
+def max_over_ranks(accelerator: Accelerator, value: int) -> int:
+    if accelerator.num_processes == 1:
+        return value
+    t = torch.tensor([value], dtype=torch.int64, device=accelerator.device)
+    return int(accelerator.reduce(t, reduction="max").item())

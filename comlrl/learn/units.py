@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from comlrl.learn.advantages import AdvantageStats
-from comlrl.tree.nodes import Node
-from comlrl.tree.sample import Sample
+from comlrl.tree.nodes import Node, Sample
 
 if TYPE_CHECKING:
     import torch

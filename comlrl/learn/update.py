@@ -19,8 +19,7 @@ import torch
 
 from comlrl.cores import side_by_side
 from comlrl.learn.advantages import AdvantageStats
-from comlrl.learn.distributed import max_over_ranks
-from comlrl.learn.learner import Learner
+from comlrl.learn.learner import Learner, max_over_ranks
 from comlrl.learn.loss import logprob_gap, step_normaliser, truncated_is_weights
 from comlrl.learn.units import LearnConfig, MicroBatch, StepSize, Unit
 from comlrl.tree.nodes import Node

@@ -12,9 +12,9 @@
 
 from comlrl.policy.agents import AgentsModule, FullAgentsModule, LoraAgentsModule
 from comlrl.policy.generation import sample_counts
-from comlrl.policy.logprobs import LOGIT_CHUNK_TOKENS, grouped_logprobs, hidden_to_logprobs, packed_hidden
+from comlrl.policy.packing import LOGIT_CHUNK_TOKENS, grouped_logprobs, hidden_to_logprobs, packed_hidden
 from comlrl.policy.policies import AgentPolicies
-from comlrl.tree.sample import Messages, Sample, agent_name, answer_prefix_of
+from comlrl.tree.nodes import Messages, Sample, agent_name, answer_prefix_of
 
 __all__ = [
     "LOGIT_CHUNK_TOKENS", "AgentPolicies", "AgentsModule", "FullAgentsModule", "LoraAgentsModule", "Messages",

@@ -28,9 +28,8 @@ from peft.tuners.lora import LoraLayer
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from comlrl.policy.logprobs import grouped_logprobs, hidden_to_logprobs, packed_hidden
-from comlrl.policy.packing import PackedBatch
-from comlrl.tree.sample import agent_name
+from comlrl.policy.packing import PackedBatch, grouped_logprobs, hidden_to_logprobs, packed_hidden
+from comlrl.tree.nodes import agent_name
 
 
 class AgentsModule(nn.Module, ABC):

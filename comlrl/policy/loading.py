@@ -11,7 +11,7 @@ from torch import nn
 
 from comlrl.models import AgentsConfig, ModelConfig, load_model, load_tokenizer
 from comlrl.policy.agents import AgentsModule, FullAgentsModule, LoraAgentsModule
-from comlrl.tree.sample import agent_name
+from comlrl.tree.nodes import agent_name
 
 
 def load_tokenizers(paths: Sequence[str]) -> list[Any]:

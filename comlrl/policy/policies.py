@@ -22,12 +22,20 @@ from torch import nn
 from comlrl.cores import side_by_side
 from comlrl.models import AgentsConfig, ModelConfig, publishable, resolve_model_path
 from comlrl.policy.agents import AgentsModule
-from comlrl.policy.generation import cut_at_eos, cut_at_stop, generate_rows, sample_counts, stop_criterion
+from comlrl.policy.generation import (
+    FittedPrompt,
+    cut_at_eos,
+    cut_at_stop,
+    describe_cuts,
+    fit_prompt,
+    generate_rows,
+    sample_counts,
+    stop_criterion,
+)
 from comlrl.policy.loading import build_agents, eos_ids, load_tokenizers
 from comlrl.policy.model_card import base_model, card, name_base
 from comlrl.policy.packing import PackedBatch, pack
-from comlrl.policy.prompts import FittedPrompt, describe_cuts, fit_prompt
-from comlrl.tree.sample import Messages, Sample, agent_name, answer_prefix_of
+from comlrl.tree.nodes import Messages, Sample, agent_name, answer_prefix_of
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +86,7 @@ class AgentPolicies:
 
     # ---- prompts --------------------------------------------------------------------------------
     def prompt_ids(self, agent: int, messages: Messages) -> tuple[list[int], bool]:
-        """Chat-templated prompt ids, cut to model.max_prompt_tokens (`comlrl.policy.prompts.fit_prompt`);
+        """Chat-templated prompt ids, cut to model.max_prompt_tokens (`comlrl.policy.generation.fit_prompt`);
         every cut is counted in `prompt_truncations` and reported by `report_truncations`."""
         fit = fit_prompt(self.tokenizers[agent], messages, self.cfg.max_prompt_tokens, self.head_messages)
         self._prompts += 1

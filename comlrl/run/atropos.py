@@ -185,7 +185,7 @@ class AtroposRun(Protocol):
 
 def atropos_step(comp: AtroposRun, step: int) -> dict[str, float]:
     """One optimizer step on the next Atropos batch (this rank's share of it)."""
-    from comlrl.learn.distributed import sum_over_ranks
+    from comlrl.learn.learner import sum_over_ranks
     from comlrl.learn.update import train_units
 
     assert comp.atropos is not None

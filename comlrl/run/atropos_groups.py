@@ -20,7 +20,7 @@ from typing import Any
 
 from comlrl.learn.advantages import AdvantageStats, group_advantages
 from comlrl.learn.units import Unit
-from comlrl.tree.sample import Sample
+from comlrl.tree.nodes import Sample
 
 MASKED = -100  # Atropos's (and Hugging Face's) label for a token that is not trained
 

@@ -18,8 +18,7 @@ import torch
 from comlrl.config.schema import RunConfig, validate_threshold
 from comlrl.errors import ConfigError
 from comlrl.learn.algorithms import Algorithm
-from comlrl.learn.distributed import make_accelerator, uses_deepspeed, uses_zero3
-from comlrl.learn.learner import Learner
+from comlrl.learn.learner import Learner, make_accelerator, uses_deepspeed, uses_zero3
 from comlrl.tree.contracts import Task
 from comlrl.tree.rollout import Rollout
 

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from accelerate.utils import gather_object
 
-from comlrl.learn.distributed import sum_over_ranks
+from comlrl.learn.learner import sum_over_ranks
 from comlrl.run.components import Components
 from comlrl.run.metrics import Sums, TurnSums, turn_means, turn_sums
 from comlrl.run.paired import record_difference

@@ -2,7 +2,7 @@
 
 Every rank builds the same shape of sums whatever its trees hold (a turn without nodes still has its zeros),
 so a reduction over ranks adds them position by position (`Sums.reduced`); means are taken once, after it.
-Pure: no torch, no models; the reduction itself is passed in (`comlrl.learn.distributed.sum_over_ranks`).
+Pure: no torch, no models; the reduction itself is passed in (`comlrl.learn.learner.sum_over_ranks`).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import torch
 from comlrl.config.schema import ConfigError, RunConfig
 from comlrl.console import plural, quiet_console
 from comlrl.learn.advantages import AdvantageStats
-from comlrl.learn.distributed import WorldSizeError, sum_over_ranks
+from comlrl.learn.learner import WorldSizeError, sum_over_ranks
 from comlrl.learn.update import UpdateStats, train_on_trees
 from comlrl.run.callbacks import CallbackList, TimeBudget, TrainerState
 from comlrl.run.checkpoint import (

@@ -4,6 +4,9 @@ Pure Python (no torch, no models) so every shape and number is unit-testable. A 
 turn, each agent's prompt and its G sampled completions; its joint actions combine one completion per
 agent (`align`: the g-th of each, G per node; `cross`: the Cartesian product, G^N per node, never across
 nodes). Every joint action of a node that continues gets a child node for the next turn.
+
+The `Sample` per completion and the chat `Messages` it answers live here too: the policies hand them out and the
+tree holds them, so the tree, the learner and the policies name the same types (`comlrl.policy` re-exports them).
 """
 
 from __future__ import annotations
@@ -13,7 +16,34 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from comlrl.tree.sample import Messages, Sample
+Messages = list[dict]
+
+
+def answer_prefix_of(messages: Messages) -> str | None:
+    """The start of the answer a chat prescribes (its trailing assistant message), or None."""
+    if messages and messages[-1].get("role") == "assistant":
+        return str(messages[-1].get("content", ""))
+    return None
+
+
+def agent_name(i: int) -> str:
+    return f"agent{i}"
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One completion; ids are in the agent's tokenizer, completion_ids end with EOS (or with the token that
+    completed a stop string) when `finished`."""
+
+    agent: int
+    prompt_ids: tuple[int, ...]
+    completion_ids: tuple[int, ...]
+    text: str
+    finished: bool
+    prompt_truncated: bool = False
+    # per completion token, log p under the engine that sampled it (None: the trainer's own model sampled)
+    logprobs: tuple[float, ...] | None = None
+
 
 JOINT_MODES = ("align", "cross")
 

@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from comlrl.tree.contracts import Reward
-from comlrl.tree.nodes import Node
-from comlrl.tree.sample import Sample
+from comlrl.tree.nodes import Node, Sample
 
 SCHEMA_VERSION = 2
 Message = dict[str, str]

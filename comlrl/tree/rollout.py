@@ -27,8 +27,7 @@ from comlrl.tree.contracts import (
     Task,
     Transition,
 )
-from comlrl.tree.nodes import Node, joint_actions, should_terminate
-from comlrl.tree.sample import Messages, Sample
+from comlrl.tree.nodes import Messages, Node, Sample, joint_actions, should_terminate
 
 
 class Scored(NamedTuple):

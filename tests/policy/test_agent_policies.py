@@ -356,7 +356,7 @@ def test_a_history_cut_keeps_the_task_given_head_of_messages() -> None:
 
 
 def test_prompt_cuts_are_reported_as_one_line_with_the_count_and_how(caplog: pytest.LogCaptureFixture) -> None:
-    from comlrl.policy.prompts import encode_chat
+    from comlrl.policy.generation import encode_chat
 
     p = make_policies(max_prompt_tokens=80)
     long = [msgs("START " + "word " * n + " END") for n in (100, 200, 150)]

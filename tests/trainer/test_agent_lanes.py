@@ -46,7 +46,7 @@ def test_lanes_split_units_by_agent_and_refuse_a_unit_over_several() -> None:
 
 
 def chat_sample_stub(agent: int):
-    from comlrl.tree.sample import Sample
+    from comlrl.tree.nodes import Sample
 
     return Sample(agent=agent, prompt_ids=(1,), completion_ids=(2,), text="x", finished=True)
 
