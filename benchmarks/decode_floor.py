@@ -4,9 +4,9 @@ at best on this host, whatever the engine does around the model.
 A decode step of a small model at batch 2-4 reads every weight once; its time is that read. Measured here on the
 embedded SmolLM2-135M in float32, one torch thread (how each agent decodes beside the other): the weights' bytes,
 a bare KV-cache decode step at the script's batch sizes (2 rows at turn 1, 4 at turn 2), the lm_head matmul alone
-(a weight too big for any cache: the DRAM rate), then both agents' steps at once in two threads (they share the
-memory bus). The floor is the script's decode steps (8 trees x 2 turns x 16 tokens) at the side-by-side rate; the
-prefills come on top.
+(a weight too big for any cache: the DRAM rate), then both agents' steps at once in two threads as the trainer
+runs them (`comlrl.cores.side_by_side`; they share the memory bus). The floor is the script's decode steps (8
+trees x 2 turns x 16 tokens) at the side-by-side rate; the prefills come on top.
 
     python benchmarks/decode_floor.py [--steps 16]      # writes benchmarks/results/decode_floor.json
 """
@@ -16,8 +16,8 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import threading
 import time
+from functools import partial
 
 from _common import RESULTS, setup
 
@@ -28,10 +28,11 @@ def main() -> None:
     args = parser.parse_args()
     setup(threads=1)
     import torch
+    from compat_speed import host
     from transformers import AutoModelForCausalLM
 
+    from comlrl.cores import side_by_side
     from comlrl.models import resolve_model_path
-    from compat_speed import host
 
     path = resolve_model_path("smollm2-135m-instruct")
     models = [AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval() for _ in range(2)]
@@ -58,15 +59,8 @@ def main() -> None:
             torch.nn.functional.linear(x, head)
         head_ms = 1000 * (time.perf_counter() - t) / args.steps
     alone = {rows: decode_ms(models[0], rows) for rows in (2, 4)}
-    both: dict[int, float] = {}
-    for rows in (2, 4):
-        res: list[float] = [0.0, 0.0]
-        threads = [threading.Thread(target=lambda i=i: res.__setitem__(i, decode_ms(models[i], rows))) for i in (0, 1)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-        both[rows] = max(res)
+    torch.set_num_threads(2)  # side_by_side: one thread each, both at once
+    both = {rows: max(side_by_side([partial(decode_ms, m, rows) for m in models])) for rows in (2, 4)}
     trees, tokens = 8, 16
     floor_s = trees * tokens * (both[2] + both[4]) / 1000
     out = {"host": host(), "weight_mb": round(weight_bytes / 1e6, 1),
