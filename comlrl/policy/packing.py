@@ -92,7 +92,7 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 def trunk_rows(groups: list[list[int]], agents: Sequence[int], prompts: Sequence[Sequence[int]],
                completions: Sequence[Sequence[int]], cap: int = SHARED_ROW_TOKENS) -> list[tuple[list[int], int]]:
     """Consecutive groups of one agent whose prompts start alike, merged into rows: (the row's groups, its trunk
-    length, the prompt tokens they all share). A group joins the row before it when they share at least one
+    length: how many prompt tokens they all share). A group joins the row before it when they share at least one
     token and the batch's padded area (rows x widest row) gets smaller, and the row stays within `cap` tokens
     or, past it, within the widest row the groups make alone (so attention per row never grows there). A
     turn's prompts that repeat the turn before's (the same system and problem, then a new message) then
