@@ -219,8 +219,8 @@ def parse_tests(test_code: str, entry_point: str | None = None, prompt: str | No
     """
     try:
         tree = ast.parse(test_code)
-    except SyntaxError as e:
-        raise ValueError(f"test code does not parse: line {e.lineno}: {e.msg}") from None
+    except SyntaxError as e:  # a null byte has no line
+        raise ValueError(f"test code does not parse: {f'line {e.lineno}: ' if e.lineno else ''}{e.msg}") from None
     lines = test_code.splitlines()
     head = [preamble_from_prompt(prompt, entry_point)] if prompt else []
     head = [h for h in head if h]

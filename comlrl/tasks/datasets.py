@@ -16,7 +16,7 @@ from typing import Any
 
 from comlrl.errors import ConfigError, require
 from comlrl.tasks.base import Problem
-from comlrl.tasks.dataset_files import DatasetError, open_text
+from comlrl.tasks.dataset_files import DatasetError, checked_tests, open_text
 
 REQUIRED_FIELDS = ("task_id", "prompt", "entry_point", "test")
 DATASET_NAMES = ("easy", "humaneval", "jsonl", "hf", "coop")
@@ -80,6 +80,7 @@ def _problem_from_record(record: Any, where: str) -> Problem:
     solution = record.get("canonical_solution")
     if solution is not None and not isinstance(solution, str):
         raise DatasetError(f"{where}: field 'canonical_solution' must be a string or null")
+    checked_tests(record["test"], record["entry_point"], record["prompt"], where)
     return Problem(
         task_id=record["task_id"],
         prompt=record["prompt"],

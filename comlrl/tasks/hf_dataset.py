@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from comlrl.tasks.base import Problem
-from comlrl.tasks.dataset_files import DatasetError, check_json_lines
+from comlrl.tasks.dataset_files import DatasetError, check_json_lines, checked_tests
 
 FILE_BUILDERS = {".parquet": "parquet", ".json": "json", ".jsonl": "json", ".csv": "csv"}
 EMPTY = "no problems found (empty table)"
@@ -134,6 +134,7 @@ def problems_from_rows(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]
         if fields.entry_point is not None:
             entry = row[fields.entry_point]
         else:
+            checked_tests(tests, None, prompt, where)  # tests that do not parse say so, not "no function called"
             names = called_names(tests)
             entry = names[0] if names else None
             if entry is None:
@@ -142,6 +143,7 @@ def problems_from_rows(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]
         if not isinstance(entry, str) or not entry.isidentifier():
             raise DatasetError(f"{where}: entry point {entry!r} (dataset.fields.entry_point) "
                                "is not a Python identifier")
+        checked_tests(tests, entry, prompt, where)
         task_id = str(row[fields.task_id]) if fields.task_id is not None else str(i)
         if task_id in seen:
             raise DatasetError(f"{where}: duplicate task_id {task_id!r} (first in row {seen[task_id]})")

@@ -232,3 +232,30 @@ def test_an_eval_path_needs_a_table_to_hold_out_from() -> None:
     with pytest.raises(ConfigError, match=r"^config error: dataset.eval_path='h.jsonl' is not allowed; expected null "
                                           r"unless dataset.name is jsonl or hf with a dataset.path"):
         load_config(None, ["dataset.eval_path=h.jsonl"])
+
+
+def test_a_test_that_does_not_parse_is_one_line_naming_its_line_at_load(tmp_path: Path) -> None:
+    """Before: the run trained until a policy first wrote code that compiled for that problem, then stopped with a
+    traceback. Now the file is refused at load, naming the line and the field."""
+    broken = "def check(candidate):\n    assert candidate(1) ==\n"
+    path = write_jsonl(tmp_path / "d.jsonl", [record(0), record(1, test=broken)])
+    with pytest.raises(DatasetError) as exc:
+        load_jsonl(path)
+    assert str(exc.value) == f"{path}:2: field 'test' does not parse: line 2: invalid syntax"
+    null_byte = r"d.jsonl:1: field 'test' does not parse: source code string cannot contain null bytes$"
+    with pytest.raises(DatasetError, match=null_byte):
+        load_jsonl(write_jsonl(path, [record(0, test="assert f0(1) == 1\x00")]))
+
+
+def test_a_problems_tests_are_parsed_once_at_load_and_read_from_there() -> None:
+    from comlrl.tasks.dataset_files import parsed_tests
+
+    parsed_tests.cache_clear()
+    easy = load_easy()
+    after_load = parsed_tests.cache_info()
+    assert after_load.currsize == len(easy) and after_load.misses == len(easy)
+    from comlrl.tasks.code.collab import CodeCollabTask
+
+    task = CodeCollabTask.__new__(CodeCollabTask)  # tests_for reads no state of the task
+    assert task.tests_for(easy[0]) is parsed_tests(easy[0].test, easy[0].entry_point, easy[0].prompt)
+    assert parsed_tests.cache_info().misses == len(easy)

@@ -178,3 +178,10 @@ def test_a_malformed_jsonl_line_is_one_error_naming_file_and_line_from_one(tmp_p
         load(path, *MBPP_FIELDS)
     assert str(err.value) == f"{path}:3: invalid JSON (Expecting value: column 28)"
     assert "Failed to load JSON" not in capfd.readouterr().err  # the library was never asked
+
+
+def test_a_row_whose_tests_do_not_parse_is_one_line_naming_the_row(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "mbpp.jsonl", [MBPP[0], {**MBPP[1], "test_list": ["assert sort_matrix([[1]]) =="]}])
+    with pytest.raises(DatasetError) as exc:
+        load(path, *MBPP_FIELDS)
+    assert str(exc.value) == f"{path}: row 2: field 'test' does not parse: line 1: invalid syntax"

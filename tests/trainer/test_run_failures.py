@@ -3,6 +3,7 @@ do, trackers without a login, the README's launch form. Real subprocesses on the
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -221,3 +222,18 @@ def _resume_of_the_finished_run_says_so_and_changes_nothing(run: Path) -> None:
         "train further"]
     assert "sandbox" not in same.stderr and "sandbox" not in lower.stderr  # nothing was loaded
     assert _files(run) == before  # config.yaml, metrics, trees, checkpoints, plots: byte for byte
+
+
+def test_a_dataset_whose_test_does_not_parse_is_one_line_at_load(tmp_path):
+    """It trained until a policy first wrote code that compiled for that problem, then stopped with a traceback."""
+    data = tmp_path / "data.jsonl"
+    rows = [{"task_id": f"t/{i}", "prompt": f'def add{i}(a, b):\n    """Add."""\n', "entry_point": f"add{i}",
+             "test": f"def check(candidate):\n    assert candidate(1, 2) == {3 + i}\n"} for i in range(4)]
+    rows[3]["test"] = "def check(candidate):\n    assert candidate(1, 2) ==\n"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run = tmp_path / "run"
+    res = train([*ARGS, "dataset.name=jsonl", f"dataset.path={data}", f"training.output_dir={run}"], timeout=120)
+    assert res.returncode == 2, res.stderr[-3000:]
+    last = res.stderr.strip().splitlines()[-1]
+    assert last == f"error: {data}:4: field 'test' does not parse: line 2: invalid syntax"
+    assert not (run / "metrics.jsonl").exists()

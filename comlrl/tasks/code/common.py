@@ -18,6 +18,7 @@ from comlrl.tasks.base import FeedbackPrompts, Problem, TaskDefaults
 from comlrl.tasks.code import reward as levels
 from comlrl.tasks.code.extract import decorators, extract_code
 from comlrl.tasks.code.reward import CodeReward, ScoreRequest
+from comlrl.tasks.dataset_files import parsed_tests
 from comlrl.tasks.datasets import DatasetConfig, load_dataset
 from comlrl.tree.contracts import TaskConfig
 
@@ -80,7 +81,6 @@ class CodeTask(TaskDefaults, FeedbackPrompts):
                                                      "module listed in `plugins`)")
         self.sandbox = sandbox
         self.rule: levels.CodeRewardRule = levels.REWARDS[reward]
-        self._tests: dict[tuple[str, str], Any] = {}
         self._range: tuple[float, float] | None = None
 
     @classmethod
@@ -134,13 +134,8 @@ class CodeTask(TaskDefaults, FeedbackPrompts):
         return path_codes(history, reward) if isinstance(reward, CodeReward) else None
 
     def tests_for(self, problem: Problem) -> Any:
-        """Parsed tests of a problem, parsed once per (test, entry point)."""
-        key = (problem.test, problem.entry_point)
-        if key not in self._tests:
-            from sandbox.testparse import parse_tests
-
-            self._tests[key] = parse_tests(problem.test, problem.entry_point, prompt=problem.prompt)
-        return self._tests[key]
+        """Parsed tests of a problem: parsed once per process, a loaded data set's at load (`parsed_tests`)."""
+        return parsed_tests(problem.test, problem.entry_point, problem.prompt)
 
     def requests(self, items: list[tuple[Problem, list[str]]]) -> list[ScoreRequest]:
         """`ScoreRequest`s for (problem, completions per agent) items."""
