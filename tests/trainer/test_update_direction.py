@@ -182,3 +182,19 @@ def test_maac_team_value_moves_as_fast_as_an_iac_value(tmp_path_factory):
         assert means[0] == 0.0  # zero-initialised heads
         moved[algo] = means[1]
     assert moved["iac"] > 0 and 0.5 < moved["maac"] / moved["iac"] < 1.5, moved
+
+
+def test_a_weight_no_loss_reached_steps_on_a_zero_gradient_as_on_several_ranks(comp):
+    """One process adds no zero term over every weight per micro-batch (a pass over every weight each time); the
+    step gives such weights their zero gradient instead, so AdamW steps every weight, as when ranks reduce zeros."""
+    good, bad = "def add(a, b):\n    return a + b\n", "print('hello world')\n"
+    s0 = [chat_sample(comp, 0, good), chat_sample(comp, 0, bad)]
+    s1 = [chat_sample(comp, 1, good), chat_sample(comp, 1, bad)]
+    node = Node(id="r0", turn=1, root=0, messages=[[], []], completions=[s0, s1],
+                joint=[(0, 0), (0, 1), (1, 0), (1, 1)], returns=[1.0, 1.0, -1.0, -1.0])  # agent 1: no signal
+    learner = comp.trained()
+    train_on_trees(learner, comp.algorithm, comp.cfg, [node])
+    state = learner.optimizer.optimizer.state  # accelerate's wrapper around torch's AdamW
+    steps = {float(state[p]["step"]) for p in learner.trainable()}
+    assert len(steps) == 1 and len(state) == len(learner.trainable()), steps
+    assert all(p.grad is None for p in learner.trainable())  # zeroed after the step
