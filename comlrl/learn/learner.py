@@ -174,10 +174,11 @@ class Learner:
             self.model.step()  # type: ignore[operator]
             norm = self.model.get_global_grad_norm()  # type: ignore[operator]
         else:
-            for p in self.trainable():  # a weight no loss reached steps on a zero gradient, as on several ranks
+            params = self.trainable()
+            for p in params:  # a weight no loss reached steps on a zero gradient, as on several ranks
                 if p.grad is None:
                     p.grad = torch.zeros_like(p)
-            norm = self.accelerator.clip_grad_norm_(self.trainable(), self.max_grad_norm)
+            norm = self.accelerator.clip_grad_norm_(params, self.max_grad_norm)
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
         return float(norm) if norm is not None else float("nan")

@@ -184,8 +184,10 @@ def train_units(learner: Learner, algorithm: Algorithm, cfg: LearnConfig, units:
     step = step_size(units, lc.aggregation)
     # agents of their own models on CPU: each agent's micro-batches in a lane, the lanes side by side
     lanes = agent_lanes(units) if learner.agents_side_by_side else None
-    lane_micro = [micro_batches(lane, lc.micro_batch_size) for lane in lanes] if lanes else []
-    micro = [b for lane in lane_micro for b in lane] if lanes else micro_batches(units, lc.micro_batch_size)
+    lane_micro = [micro_batches(lane, lc.micro_batch_size) for lane in lanes or [units]]
+    micro = [b for lane in lane_micro for b in lane]
+    ends = list(itertools.accumulate(len(lane) for lane in lane_micro))
+    spans = [range(a, b) for a, b in zip([0, *ends[:-1]], ends, strict=True)]
     n_micro = max_over_ranks(learner.accelerator, max(1, len(micro)))
     spare_batch = [Unit((samples[0] if samples else spare,))]
     old, ref = reference_logprobs(learner, algorithm, lc, micro)
@@ -195,22 +197,19 @@ def train_units(learner: Learner, algorithm: Algorithm, cfg: LearnConfig, units:
     grad_norm = float("nan")
     for epoch in range(lc.inner_epochs):
         if lanes:
-            firsts = [0]
-            for lane in lane_micro:
-                firsts.append(firsts[-1] + len(lane))
-            passes = [partial(_lane_pass, learner, algorithm, cfg, micro, range(a, b), step, old, ref, epoch == 0,
-                              _Tally(sums=dict(sums))) for a, b in itertools.pairwise(firsts)]
+            passes = [partial(_train_micro_batches, learner, algorithm, cfg, micro, span, step, old, ref, epoch == 0,
+                              _Tally(sums=dict(sums))) for span in spans]
             for lane_tally in side_by_side(passes):
                 tally.add(lane_tally)
-        for i in range(0 if lanes else n_micro):
+        for i in range(0 if lanes else n_micro):  # lanes: every micro-batch ran in its lane
             with learner.accumulating(last=i == n_micro - 1):
                 if i < len(micro):
-                    loss = micro_step(learner, algorithm, cfg, micro[i], step, old[i] if old is not None else None,
-                                      ref[i] if ref is not None else None, tally, first_epoch=epoch == 0)
+                    _train_micro_batches(learner, algorithm, cfg, micro, range(i, i + 1), step, old, ref, epoch == 0,
+                                         tally)
                 else:
                     loss = idle_step(learner, algorithm, spare_batch)
-                learner.backward(loss)
-            tally.loss += float(loss.detach())
+                    learner.backward(loss)
+                    tally.loss += float(loss.detach())
         grad_norm = learner.optimizer_step()
     lr = learner.end_step()
     return UpdateStats(loss=tally.loss / lc.inner_epochs, grad_norm=grad_norm, samples=float(len(samples)),
@@ -219,10 +218,11 @@ def train_units(learner: Learner, algorithm: Algorithm, cfg: LearnConfig, units:
                        metrics=tally.sums)
 
 
-def _lane_pass(learner: Learner, algorithm: Algorithm, cfg: LearnConfig, micro: list[list[Unit]], indices: range,
-               step: StepSize, old: list[torch.Tensor] | None, ref: list[torch.Tensor] | None, first_epoch: bool,
-               tally: _Tally) -> _Tally:
-    """One agent's micro-batches of one epoch, forward and backward (one process, no gradient sync)."""
+def _train_micro_batches(learner: Learner, algorithm: Algorithm, cfg: LearnConfig, micro: list[list[Unit]],
+                         indices: range, step: StepSize, old: list[torch.Tensor] | None,
+                         ref: list[torch.Tensor] | None, first_epoch: bool, tally: _Tally) -> _Tally:
+    """Forward and backward of the micro-batches at `indices` (one of them in the ranks' lock-step loop, one
+    agent's lane of them side by side); their losses and sums go to `tally`."""
     for i in indices:
         loss = micro_step(learner, algorithm, cfg, micro[i], step, old[i] if old is not None else None,
                           ref[i] if ref is not None else None, tally, first_epoch=first_epoch)

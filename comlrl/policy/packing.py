@@ -98,7 +98,8 @@ def trunk_rows(groups: list[list[int]], agents: Sequence[int], prompts: Sequence
     turn's prompts that repeat the turn before's (the same system and problem, then a new message) then
     compute that start once."""
     rows: list[tuple[list[int], int]] = []
-    widths: list[int] = []
+    width = 0  # the last row's tokens
+    closed = 0  # the widest row before it
 
     def own(g: list[int], trunk: int) -> int:  # the tokens a group adds after a trunk
         return len(prompts[g[0]]) - trunk + sum(len(completions[i]) for i in g)
@@ -111,14 +112,14 @@ def trunk_rows(groups: list[list[int]], agents: Sequence[int], prompts: Sequence
             members, trunk = rows[-1]
             shared = min(trunk, _common_prefix(prompts[members[0][0]], prompts[g[0]]))
             merged = shared + sum(own(m, shared) for m in (*members, g))
-            others = max(widths[:-1], default=0)
             if shared > 0 and merged <= cap and \
-                    len(rows) * max(others, merged) < (len(rows) + 1) * max(others, widths[-1], alone):
+                    len(rows) * max(closed, merged) < (len(rows) + 1) * max(closed, width, alone):
                 rows[-1] = ([*members, g], shared)
-                widths[-1] = merged
+                width = merged
                 continue
+        closed = max(closed, width)
         rows.append(([g], len(prompts[g[0]])))
-        widths.append(alone)
+        width = alone
     return rows
 
 

@@ -134,8 +134,9 @@ def problems_from_rows(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]
         if fields.entry_point is not None:
             entry = row[fields.entry_point]
         else:
-            checked_tests(tests, None, prompt, where)  # tests that do not parse say so, not "no function called"
             names = called_names(tests)
+            if not names:  # tests that do not parse say so, not "no function called"
+                checked_tests(tests, None, prompt, where)
             entry = names[0] if names else None
             if entry is None:
                 raise DatasetError(f"{where}: the tests call no function to take as the entry point; set "

@@ -17,6 +17,7 @@ from typing import Any
 
 from comlrl.tasks.base import Problem
 from comlrl.tasks.code.common import prompt_preamble
+from comlrl.tasks.dataset_files import parsed_tests
 from comlrl.tasks.tool_agent.doctest_tests import extract_doctest_tests
 from sandbox.untrusted_source import parse
 
@@ -104,9 +105,9 @@ def _edge_units(edge: list[str] | str, entry_point: str, candidate: str) -> tupl
 
 def build_test_suite(problem: Problem, *, doctests: bool = True, edge: list[str] | str | None = None) -> TestSuite:
     """All tests of a problem: the dataset's, then new docstring examples, then new edge cases."""
-    from sandbox.testparse import ParsedTests, parse_tests
+    from sandbox.testparse import ParsedTests
 
-    base = parse_tests(problem.test, problem.entry_point, prompt=problem.prompt)
+    base = parsed_tests(problem.test, problem.entry_point, problem.prompt)  # parsed when the data set loaded
     cand = base.candidate_name
     units = list(base.asserts)
     sources = ["dataset"] * len(units)
