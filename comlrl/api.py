@@ -155,8 +155,10 @@ def _staged(cfg: RunConfig, datasets: Mapping[str, Any]) -> list[tuple[list[Mapp
     return staged
 
 
-def _train(cfg: RunConfig, datasets: Mapping[str, Any], callbacks: Sequence[Any], report: bool = True) -> TrainResult:
-    """Write the in-memory tables, run, read back the metrics: what `train` and `Trainer.train` share."""
+def _train(cfg: RunConfig, datasets: Mapping[str, Any], callbacks: Sequence[Any], report: bool = True,
+           hold_final: Callable[[Any], None] | None = None) -> TrainResult:
+    """Write the in-memory tables, run, read back the metrics: what `train`, `Trainer.train` and the CoMLRL
+    trainers share (`hold_final`: as `comlrl.run.trainer.run`'s)."""
     from comlrl.run.outputs import check_output_dir
 
     staged = _staged(cfg, datasets)
@@ -178,7 +180,7 @@ def _train(cfg: RunConfig, datasets: Mapping[str, Any], callbacks: Sequence[Any]
     with taken_back_on_failure(cfg):
         for rows, path in staged:
             write_rows(rows, path)
-        run(cfg, callbacks, report)
+        run(cfg, callbacks, report, hold_final)
     lines = (out / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if (out / "metrics.jsonl").exists() else []
     return TrainResult(cfg, out, [json.loads(line) for line in lines if line.strip()])
 

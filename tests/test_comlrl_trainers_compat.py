@@ -435,8 +435,9 @@ def test_a_single_turn_writing_script_with_a_reward_only_trains_unchanged(tmp_pa
 @pytest.mark.slow
 def test_a_run_without_checkpoint_arguments_keeps_no_checkpoint_and_leaves_no_folder(tmp_path: Path) -> None:
     """CoMLRL 1.4.3 writes nothing without checkpoint_dir: here the run's folder is a scratch folder with no
-    checkpoint, no TensorBoard logs and no plots, holding the final weights while the trainer lives (save_model
-    reads them) and removed with it."""
+    checkpoint, no TensorBoard logs, no plots and no final weights (the trainer holds them, as 1.4.3's holds its
+    agents: every agent's weights would land in /tmp at a model's size); save_model writes them, and the folder
+    is removed with the trainer."""
     from comlrl.trainers import MAGRPOConfig, MAGRPOTrainer
 
     trainer = MAGRPOTrainer(agent_model="tiny-random", num_agents=2, reward_func=reward_two, train_dataset=TRAIN,
@@ -447,10 +448,12 @@ def test_a_run_without_checkpoint_arguments_keeps_no_checkpoint_and_leaves_no_fo
     run = trainer.output_dir
     assert run is not None and run.name.startswith("comlrl-magrpo-run-") and run.is_dir()
     assert not (run / "checkpoints").exists() or not any((run / "checkpoints").iterdir())
-    assert not (run / "tensorboard").exists() and not (run / "plots").exists()
+    assert not (run / "tensorboard").exists() and not (run / "plots").exists() and not (run / "final").exists()
     assert trainer.result.metrics[-1]["step"] == 3  # 3 items, 1 epoch
     trainer.save_model(tmp_path / "saved")
     assert (tmp_path / "saved" / "agent_1" / "config.json").is_file()
+    trainer.save_model(tmp_path / "again")  # the held weights, written once, serve every later save
+    assert (tmp_path / "again" / "agent_1" / "config.json").is_file()
     del trainer
     gc.collect()
     assert not run.exists()

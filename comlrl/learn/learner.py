@@ -86,6 +86,13 @@ class Learner:
                 and self.accelerator.num_processes == 1 and self.accelerator.device.type == "cpu"
                 and torch.get_num_threads() > 1)
 
+    @property
+    def in_lock_step(self) -> bool:
+        """Whether every micro-batch's backward must run on every rank (several processes, or DeepSpeed's engine,
+        which counts them): a rank short of micro-batches then runs zero-weight ones (`update.idle_step`). One
+        process without DeepSpeed needs none: a weight no loss reached gets its zero gradient at the step."""
+        return self.deepspeed or self.accelerator.num_processes > 1
+
     def trainable(self) -> list[torch.nn.Parameter]:
         return list(self.policies.trainable_parameters())
 
@@ -161,7 +168,7 @@ class Learner:
         ranks reduce the same gradients (ZeRO-3 holds only partitions outside forward and zero-fills unused
         ones itself), as under DeepSpeed; one process without it gives untouched tensors their zero gradient at
         the step instead (`optimizer_step`), without a pass over every weight per micro-batch."""
-        if not self.zero3 and (self.deepspeed or self.accelerator.num_processes > 1):
+        if not self.zero3 and self.in_lock_step:
             loss = loss + 0.0 * sum(p.sum() for p in self.trainable())
         if self.deepspeed:  # accelerate's backward would step the engine after every micro-batch
             self.model.backward(loss)  # type: ignore[operator]

@@ -206,7 +206,7 @@ def train_units(learner: Learner, algorithm: Algorithm, cfg: LearnConfig, units:
                 if i < len(micro):
                     _train_micro_batches(learner, algorithm, cfg, micro, range(i, i + 1), step, old, ref, epoch == 0,
                                          tally)
-                else:
+                elif learner.in_lock_step:  # alone, a step without samples steps on zero gradients only
                     loss = idle_step(learner, algorithm, spare_batch)
                     learner.backward(loss)
                     tally.loss += float(loss.detach())

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -45,6 +45,9 @@ from comlrl.tree.contracts import Problem
 from comlrl.tree.nodes import Node, backup_returns
 from comlrl.tree.records import NodeRecord, node_records
 from comlrl.tree.rollout import Rollout, TreeShape
+
+if TYPE_CHECKING:
+    from comlrl.policy.policies import AgentPolicies
 
 log = logging.getLogger("comlrl")
 
@@ -192,10 +195,13 @@ def tied_warning(step: int, groups: int) -> str:
             "metrics.jsonl counts them per step in adv_groups_skipped; this is said once per run")
 
 
-def run(cfg: RunConfig, callbacks: Sequence[Any] = (), report: bool = True) -> int:
+def run(cfg: RunConfig, callbacks: Sequence[Any] = (), report: bool = True,
+        hold_final: Callable[[AgentPolicies], None] | None = None) -> int:
     """Train as configured; `callbacks` (comlrl or transformers `TrainerCallback`s) see every step, evaluation and
     checkpoint and may end the run early, on one list with the run's own parts (comlrl/run/run_parts.py).
-    `report=False`: no plots, tree page or model card at the end (a run whose folder is thrown away)."""
+    `report=False`: no plots, tree page or model card at the end (a run whose folder is thrown away).
+    `hold_final`: given the trained policies instead of `final/` being written (a folder thrown away, whose
+    caller writes the weights only if asked: every agent's weights, at a model's size, would land there)."""
     quiet_console()  # again for callers other than scripts/train.py (idempotent)
     check_output_dir(cfg)  # before anything loads: an earlier run's outputs are never replaced unasked
     out, latest = Path(cfg.training.output_dir), resume_point(cfg)
@@ -227,7 +233,7 @@ def run(cfg: RunConfig, callbacks: Sequence[Any] = (), report: bool = True) -> i
                              finished, cfg.training.steps)
                 break
         if acc.is_main_process:
-            comp.policies.save(out / "final")
+            hold_final(comp.policies) if hold_final is not None else comp.policies.save(out / "final")
         calls.train_end()
     finally:
         calls.close()

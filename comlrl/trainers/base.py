@@ -19,8 +19,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from comlrl.api import TrainResult
-from comlrl.api import train as run_train
+from comlrl.api import TrainResult, _train
 from comlrl.config.schema import RunConfig, load_config
 from comlrl.errors import ConfigError
 from comlrl.trainers.mapping import Mapped, evaluates
@@ -114,6 +113,7 @@ class CompatTrainer:
             log.warning("%s", line)
         self.output_dir: Path | None = None
         self.result: TrainResult | None = None
+        self._final: Any = None  # a scratch run's trained policies, held instead of written (`save_model` writes them)
         self._scratch: weakref.finalize | None = None  # removes the temporary run folder (`_output_dir`)
 
     def _wandb_keys(self, wandb_config: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -190,7 +190,13 @@ class CompatTrainer:
         self.output_dir = Path(cfg.training.output_dir)
         log.info("%s: training in %s", type(self).__name__, self.output_dir)
         rows = None if resume else task_rows(self.train_items, self.eval_items)
-        self.result = run_train(cfg, dataset=rows, report=self._scratch is None)
+        scratch = self._scratch is not None and not resume
+        self._final = None
+        self.result = _train(cfg, {"dataset": rows}, (), report=not scratch,
+                             hold_final=self._hold_final if scratch else None)
+
+    def _hold_final(self, policies: Any) -> None:
+        self._final = policies
 
     def save_model(self, output_dir: str | Path) -> None:
         """Each agent's trained model as a plain folder `output_dir/agent_<i>/` (weights and tokenizer, as 1.4.3
@@ -200,7 +206,11 @@ class CompatTrainer:
             raise RuntimeError("save_model: call train() first (the agents are trained by this engine's run)")
         from comlrl.export.merge import merge_run, weights_dir
         from comlrl.policy.policies import VALUE_HEADS
+        from comlrl.run.outputs import OUTPUTS
 
+        if self._final is not None:  # a scratch run: its weights were held, written now that they are asked for
+            self._final.save(self.result.output_dir / OUTPUTS["final"])
+            self._final = None
         dest = Path(output_dir)
         dest.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=".save-", dir=dest))

@@ -15,7 +15,7 @@ from policy_helpers import make_policies
 
 from comlrl.cores import side_by_side
 from comlrl.models import ModelConfig
-from comlrl.policy.generation import SeededSampler
+from comlrl.policy.generation import SeededSampler, warped_candidates
 
 REQUESTS = [(0, [{"role": "user", "content": "Write a function add(a, b)."}]),
             (1, [{"role": "user", "content": "Say hi."}]),
@@ -101,3 +101,25 @@ def test_the_sampler_is_its_seed_and_nothing_else() -> None:
     b = SeededSampler(cfg, 3, torch.device("cpu"))
     torch.manual_seed(1)  # torch's global generator plays no part
     assert [int(b(None, logits).argmax()) for _ in range(20)] == first
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.6])
+@pytest.mark.parametrize("top_k", [None, 0, 1, 5, 50, 2000])
+@pytest.mark.parametrize("top_p", [1.0, 0.95, 0.6, 0.05])
+def test_the_candidates_carry_hfs_warped_distribution(temperature: float, top_k: int | None, top_p: float) -> None:
+    """The sampler's top-k-only distribution equals HF's warpers over the whole vocabulary, token for token."""
+    from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+    warpers = LogitsProcessorList([TemperatureLogitsWarper(temperature)] if temperature != 1.0 else [])
+    if top_k:
+        warpers.append(TopKLogitsWarper(top_k))
+    if top_p < 1.0:
+        warpers.append(TopPLogitsWarper(top_p))
+    gen = torch.Generator().manual_seed(int(temperature * 10) + (top_k or 0) + int(top_p * 100))
+    for scale in (0.1, 1.0, 4.0):  # flat to peaked distributions
+        logits = torch.randn(3, 1000, generator=gen) * scale
+        expected = torch.softmax(warpers(None, logits.clone()), dim=-1)
+        probs, tokens = warped_candidates(logits, temperature, top_k, top_p)
+        got = torch.zeros_like(expected).scatter_(1, tokens, probs)
+        assert torch.equal(got > 0, expected > 0)  # the same tokens can be drawn
+        assert torch.allclose(got, expected, atol=1e-6)

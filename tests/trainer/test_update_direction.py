@@ -198,3 +198,25 @@ def test_a_weight_no_loss_reached_steps_on_a_zero_gradient_as_on_several_ranks(c
     steps = {float(state[p]["step"]) for p in learner.trainable()}
     assert len(steps) == 1 and len(state) == len(learner.trainable()), steps
     assert all(p.grad is None for p in learner.trainable())  # zeroed after the step
+
+
+def test_a_step_without_samples_runs_no_forward_in_one_process(comp, monkeypatch):
+    """Every group tied: one process runs no zero-weight forward and backward (ranks would, to line up their
+    collectives); AdamW still steps every weight, on zero gradients."""
+    s0 = [chat_sample(comp, 0, "x = 1\n"), chat_sample(comp, 0, "x = 2\n")]
+    s1 = [chat_sample(comp, 1, "y = 1\n"), chat_sample(comp, 1, "y = 2\n")]
+    node = Node(id="r0", turn=1, root=0, messages=[[], []], completions=[s0, s1],
+                joint=[(0, 0), (1, 1)], returns=[0.5, 0.5])  # tied: no agent has a signal
+    learner = comp.trained()
+    assert not learner.in_lock_step
+    state = learner.optimizer.optimizer.state
+    before = {id(p): float(state[p]["step"]) if p in state else 0.0 for p in learner.trainable()}
+
+    def no_forward(*args, **kwargs):
+        raise AssertionError("a forward ran for a step without samples")
+
+    monkeypatch.setattr(type(comp.policies), "token_logprobs", no_forward)
+    monkeypatch.setattr(type(comp.policies), "logprobs_and_values", no_forward)
+    out = train_on_trees(learner, comp.algorithm, comp.cfg, [node])
+    assert out.samples == 0.0 and out.loss == 0.0 and out.grad_norm == 0.0
+    assert all(float(state[p]["step"]) == before[id(p)] + 1 for p in learner.trainable())
