@@ -3,11 +3,14 @@
 One script text (`SCRIPT` below: two agents, two turns, 8 items, G=2, 16 new tokens, one epoch, the embedded
 SmolLM2-135M folder as `agent_model`, no checkpoint arguments, no eval set) runs in a fresh process per library,
 alternately, on the same machine; each run reports its wall time from process start to the end of `train()`, the
-completions it generated and its peak RSS.
+completions it generated and its peak RSS. Round r seeds torch with r on both sides (1.4.3 samples from torch's
+global generator; here the script's seed becomes training.seed): the rounds sample differently, so how many sibling
+groups tie (a tied group trains nothing here, and 1.4.3 still runs its forward and backward) varies over them, not
+only the host; the figure is the median.
 
     python -m venv /tmp/ref143 && /tmp/ref143/bin/pip install torch==2.13.0 transformers==5.19.0 \
         datasets openai pyyaml tqdm wandb "$(pip download --no-deps comlrl==1.4.3 -d /tmp -q; ls /tmp/comlrl-1.4.3*)"
-    python benchmarks/compat_speed.py --reference-python /tmp/ref143/bin/python [--rounds 2]
+    python benchmarks/compat_speed.py --reference-python /tmp/ref143/bin/python [--rounds 3]
         # writes benchmarks/results/compat_speed.json
 
 The reference venv must not see this repository (the script runs from a temporary folder, so `import comlrl` takes
@@ -28,8 +31,10 @@ from pathlib import Path
 from _common import RESULTS, ROOT
 
 SCRIPT = r'''
-import json, resource, sys, time
+import json, os, resource, sys, time
 T0 = time.perf_counter()
+import torch
+torch.manual_seed(int(os.environ["BENCH_SEED"]))  # a seeded script, as a seed sweep writes it
 from comlrl.trainers.reinforce.magrpo import MAGRPOConfig, MAGRPOTrainer
 
 MODEL = sys.argv[1]
@@ -88,7 +93,8 @@ def run_once(python: str, model: str, workdir: Path, extra_env: dict[str, str]) 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reference-python", required=True, help="the python of a venv with comlrl==1.4.3")
-    parser.add_argument("--rounds", type=int, default=2, help="pairs of runs, alternating (default 2)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="pairs of runs, alternating; round r is seeded r (default 3)")
     parser.add_argument("--only", choices=("here", "reference"), help="run one side only (profiling)")
     args = parser.parse_args()
 
@@ -104,7 +110,7 @@ def main() -> None:
         (workdir / "script.py").write_text(SCRIPT)
         for r in range(args.rounds):
             for name, python in sides.items():
-                extra = {"PYTHONPATH": str(ROOT)} if name == "here" else {}
+                extra = {"BENCH_SEED": str(r), **({"PYTHONPATH": str(ROOT)} if name == "here" else {})}
                 runs[name].append(run_once(python, model, workdir, extra))
                 print(f"round {r} {name}: {runs[name][-1]}", flush=True)
     summary = {name: {"seconds_median": statistics.median(x["seconds"] for x in rs),

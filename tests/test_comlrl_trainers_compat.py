@@ -227,6 +227,20 @@ def test_different_models_on_lora_and_misused_entry_points_are_refused(tmp_path:
         MAGRPOTrainer(agent_model="tiny-random", reward_func=reward_two, args=MAGRPOConfig(num_turns=1)).train()
 
 
+def test_the_scripts_torch_seed_chooses_the_run() -> None:
+    """1.4.3 samples from torch's global generator, so `torch.manual_seed(s)` (or transformers' `set_seed`) before
+    the trainer chooses the run: here it becomes training.seed; an override of training.seed still wins."""
+    import torch
+
+    seeds = []
+    for s in (1, 2, 1):
+        torch.manual_seed(s)
+        seeds.append(key(trainer(num_turns=1).run_config, "training.seed"))
+    assert seeds[0] == seeds[2] != seeds[1]
+    torch.manual_seed(1)
+    assert key(trainer(num_turns=1, overrides=["training.seed=5"]).run_config, "training.seed") == 5
+
+
 def test_formatters_follow_1_4_3_on_later_turns() -> None:
     item = {"prompt": "P", "x": 1}
     plain, with_kw = formatters_for([lambda it: f"<{it['prompt']}|{it.get('_original_prompt')}>",

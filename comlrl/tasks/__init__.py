@@ -45,5 +45,5 @@ def build_task(task_cfg: TaskConfig | str, sandbox: Any) -> Task:
         raise ConfigError(f"config error: task.reward={cfg.reward!r} is not allowed; expected levels for "
                           f"task.name={cfg.name} (task.reward chooses the reward of code tasks)")
     task = task_type.from_config(cfg, sandbox)
-    task.reward_terms = RewardTerms.from_config(cfg)
+    task.reward_terms = RewardTerms.from_config(cfg) if cfg.reward_funcs else None  # None: the task's reward only
     return task

@@ -210,9 +210,6 @@ class RewardTerms:
         values[WEIGHTED_SUM] = sum(t.weight * values[f"reward/{t.name}"] for t in self.terms)
         return values
 
-    def __bool__(self) -> bool:
-        return bool(self.terms)
-
     def add(self, task: Any, turns: Sequence[Any], scored: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
         """`scored` (the task's (reward, state) per joint turn) with every function's term added."""
         if not self.terms or not turns:

@@ -49,6 +49,15 @@ def _assign(cfg: RunConfig, key: str, value: Any) -> None:
     setattr(node, last, value)
 
 
+def global_seed() -> int:
+    """torch's global seed, as `torch.manual_seed` or `transformers.set_seed` left it before the trainer was made:
+    1.4.3 samples from torch's global generator, so a script's seed chooses its run (a seed sweep is three runs,
+    not one three times); here it is `training.seed`, which seeds every step's sampling."""
+    import torch
+
+    return torch.initial_seed() % 2**31
+
+
 def _named(exc: ConfigError, mapped: Mapped) -> ConfigError:
     """The config error with the config field its key came from, when it came from one."""
     msg = str(exc)
@@ -131,7 +140,7 @@ class CompatTrainer:
         self.warnings.extend(mapped.warnings)
         agents = mapped.keys["magrpo.num_agents"]
         cfg = load_config(None, [f"task.name={self.task_name}", f"magrpo.num_agents={agents}"])
-        for key, value in {**mapped.keys, **self.sources.keys, **self._wandb}.items():
+        for key, value in {**mapped.keys, "training.seed": global_seed(), **self.sources.keys, **self._wandb}.items():
             _assign(cfg, key, value)
         cfg.dataset.eval_size = len(self.eval_items)
         try:

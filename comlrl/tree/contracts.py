@@ -195,7 +195,7 @@ class Scoring(ABC):
     """Opt-in: a task that scores the texts of a first turn (`score`) and gets `score_joint` from it, with the
     weighted terms of the configured reward functions (task.reward_funcs, comlrl/tasks/reward_funcs.py)."""
 
-    reward_terms: Any = None  # comlrl.tasks.reward_funcs.RewardTerms of task.reward_funcs (set by build_task)
+    reward_terms: Any = None  # comlrl.tasks.reward_funcs.RewardTerms of task.reward_funcs, or None (build_task)
 
     @abstractmethod
     def score(self, items: list[tuple[Any, list[str]]]) -> list[Reward]:
