@@ -11,11 +11,15 @@ but took 157 s idle (benchmarks/vllm_contention.py, docs/results.md, issue 36): 
 
 OpenMP reads its environment once, when torch loads, so the entry points call `share_cores()` before torch
 is imported; a user who set GOMP_SPINCOUNT or OMP_WAIT_POLICY keeps their choice.
+
+Memory, on a CPU-only host: `keep_freed_memory()` (a run calls it before it builds anything).
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import platform
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -29,6 +33,32 @@ def share_cores() -> None:
     (GOMP_SPINCOUNT set would also override an OMP_WAIT_POLICY of theirs)."""
     if not any(os.environ.get(key) for key in OWN_SETTINGS):
         os.environ["GOMP_SPINCOUNT"] = SPIN_COUNT
+
+
+# glibc's mallopt parameters (malloc.h), and the settings a user who chose their allocator's behaviour has made
+M_TRIM_THRESHOLD, M_MMAP_MAX, M_ARENA_MAX = -1, -4, -8
+OWN_ALLOCATOR = ("MALLOC_ARENA_MAX", "MALLOC_MMAP_MAX_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_",
+                 "MALLOC_TOP_PAD_", "GLIBC_TUNABLES", "LD_PRELOAD")
+
+
+def keep_freed_memory() -> bool:
+    """On a glibc host without CUDA, keep the memory the process frees for its next use, as a caching allocator
+    does, instead of giving it back to the OS: one arena for every thread, no block of its own mapping, no trim.
+    What it is for: every backward of a full-weight model allocates and frees blocks of the embedding's size
+    (108 MB for SmolLM2-135M), which glibc maps and unmaps each time, so the next step faults them in page by
+    page again; in the lanes' threads even the smaller ones (a thread's arena hands its heap back). A CoMLRL-style
+    script faulted 4.9 M pages (20 GB, 21 s of system time) in 65 s; with this 1.5 M and 10 s, 60 s
+    (benchmarks/compat_speed.py). The process keeps its peak memory until it exits. Skipped where the user set
+    their allocator (MALLOC_* or GLIBC_TUNABLES, or a preloaded allocator); returns whether it was set."""
+    if platform.libc_ver()[0] != "glibc" or any(os.environ.get(key) for key in OWN_ALLOCATOR):
+        return False
+    import torch
+
+    if torch.cuda.is_available():  # host memory is not the bottleneck there; leave the allocator as it is
+        return False
+    libc = ctypes.CDLL(None)  # the C library this process runs on
+    return all(libc.mallopt(param, value) == 1
+               for param, value in ((M_ARENA_MAX, 1), (M_MMAP_MAX, 0), (M_TRIM_THRESHOLD, 2**31 - 1)))
 
 
 def side_by_side(calls: Sequence[Callable[[], Any]]) -> list[Any]:

@@ -17,6 +17,7 @@ import torch
 
 from comlrl.config.schema import ConfigError, RunConfig
 from comlrl.console import plural, quiet_console
+from comlrl.cores import keep_freed_memory
 from comlrl.learn.advantages import AdvantageStats
 from comlrl.learn.learner import WorldSizeError, sum_over_ranks
 from comlrl.learn.update import UpdateStats, train_on_trees
@@ -203,6 +204,7 @@ def run(cfg: RunConfig, callbacks: Sequence[Any] = (), report: bool = True,
     `hold_final`: given the trained policies instead of `final/` being written (a folder thrown away, whose
     caller writes the weights only if asked: every agent's weights, at a model's size, would land there)."""
     quiet_console()  # again for callers other than scripts/train.py (idempotent)
+    keep_freed_memory()  # before the models load and the threads start
     check_output_dir(cfg)  # before anything loads: an earlier run's outputs are never replaced unasked
     out, latest = Path(cfg.training.output_dir), resume_point(cfg)
     calls = CallbackList([*callbacks, *time_budget(cfg, latest)], TrainerState(0, cfg.training.steps, out), cfg)
