@@ -1,6 +1,9 @@
 """Which files and functions of the project one training step runs through (docs/architecture.md, "One training
 step, file by file"): the quick start's config on the tiny model and the hf engine, the components built first,
 then `training_step` once under a profiler hook that records every call into comlrl/, feedback/ and sandbox/.
+The tiny model's code all fails alike, so the task's reward ties every sibling group and such a step trains
+nothing; a reward function of the tests' (`reward_fns:distinct_chars`, a user's term on top of the task's
+reward) makes the siblings differ, so the step counted is one that trains.
 
     python benchmarks/step_files.py [--config configs/align_T2_G4.yaml] [--list]
 """
@@ -28,8 +31,10 @@ def step_calls(config: str) -> dict[str, set[str]]:
     from comlrl.run.trainer import training_step
 
     with tempfile.TemporaryDirectory() as out:
+        sys.path.insert(0, str(ROOT / "tests"))  # reward_fns
         cfg = load_config(ROOT / config, ["model.name=tiny-random", "rollout.engine=hf", "training.torch_threads=1",
-                                          f"training.output_dir={out}", "model.max_new_tokens=16"])
+                                          f"training.output_dir={out}", "model.max_new_tokens=16",
+                                          "task.reward_funcs=[reward_fns:distinct_chars]"])
         comp = build(cfg)
         roots = tuple(str(ROOT / p) for p in PACKAGES)
         seen: dict[str, set[str]] = defaultdict(set)

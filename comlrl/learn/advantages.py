@@ -9,15 +9,21 @@ Baseline and scaling are independent switches.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from comlrl.tree.budget import spread
 from comlrl.tree.contracts import FailedEpisode
 from comlrl.tree.nodes import Node, tied
 
 SCALES = ("group", "none")
 CREDITS = ("mean", "sum")
+
+
+def spread(values: Sequence[float]) -> float:
+    """Population standard deviation of a sibling group's values: 0 for a tied group."""
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ preference rounds' replay quota (comlrl/learn/replay.py); the trained subsample'
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TypeVar
 
 K = TypeVar("K", int, str)
@@ -46,10 +46,3 @@ def allocate(caps: Mapping[K, int], weights: Mapping[K, float], size: int, newer
     for k in order[:left - sum(quota.values())]:
         quota[k] += 1
     return {k: q for k, q in quota.items() if q}
-
-
-def spread(values: Sequence[float]) -> float:
-    """Population standard deviation: 0 for a tied group."""
-    mean = sum(values) / len(values)
-    return math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
-
