@@ -12,7 +12,7 @@ but took 157 s idle (benchmarks/vllm_contention.py, docs/results.md, issue 36): 
 OpenMP reads its environment once, when torch loads, so the entry points call `share_cores()` before torch
 is imported; a user who set GOMP_SPINCOUNT or OMP_WAIT_POLICY keeps their choice.
 
-Memory, on a CPU-only host: `keep_freed_memory()` (a run calls it before it builds anything).
+Memory, for a run on the CPU: `keep_freed_memory()`.
 """
 
 from __future__ import annotations
@@ -42,8 +42,9 @@ OWN_ALLOCATOR = ("MALLOC_ARENA_MAX", "MALLOC_MMAP_MAX_", "MALLOC_TRIM_THRESHOLD_
 
 
 def keep_freed_memory() -> bool:
-    """On a glibc host without CUDA, keep the memory the process frees for its next use, as a caching allocator
-    does, instead of giving it back to the OS: one arena for every thread, no block of its own mapping, no trim.
+    """On a glibc host, keep the memory the process frees for its next use, as a caching allocator does, instead
+    of giving it back to the OS: one arena for every thread, no block of its own mapping, no trim. A run on the
+    CPU calls it (`comlrl.run.components.build`, before the models load and the lanes' threads start).
     What it is for: every backward of a full-weight model allocates and frees blocks of the embedding's size
     (108 MB for SmolLM2-135M), which glibc maps and unmaps each time, so the next step faults them in page by
     page again; in the lanes' threads even the smaller ones (a thread's arena hands its heap back). A CoMLRL-style
@@ -51,10 +52,6 @@ def keep_freed_memory() -> bool:
     (benchmarks/compat_speed.py). The process keeps its peak memory until it exits. Skipped where the user set
     their allocator (MALLOC_* or GLIBC_TUNABLES, or a preloaded allocator); returns whether it was set."""
     if platform.libc_ver()[0] != "glibc" or any(os.environ.get(key) for key in OWN_ALLOCATOR):
-        return False
-    import torch
-
-    if torch.cuda.is_available():  # host memory is not the bottleneck there; leave the allocator as it is
         return False
     libc = ctypes.CDLL(None)  # the C library this process runs on
     return all(libc.mallopt(param, value) == 1

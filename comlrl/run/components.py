@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from comlrl.config.schema import RunConfig, validate_threshold
+from comlrl.cores import keep_freed_memory
 from comlrl.errors import ConfigError
 from comlrl.learn.algorithms import Algorithm
 from comlrl.learn.learner import Learner, make_accelerator, uses_deepspeed, uses_zero3
@@ -108,6 +109,8 @@ def build(cfg: RunConfig, for_training: bool = True, log_with: list[Any] | None 
     from sandbox.executor import Sandbox
 
     acc = make_accelerator(log_with)
+    if acc.device.type == "cpu":  # before the models load and the threads start
+        keep_freed_memory()
     atropos = None
     if cfg.rollout.atropos.url and for_training:  # before the models load: an unreachable server is one line
         from comlrl.run.atropos import AtroposSource

@@ -17,7 +17,6 @@ import torch
 
 from comlrl.config.schema import ConfigError, RunConfig
 from comlrl.console import plural, quiet_console
-from comlrl.cores import keep_freed_memory
 from comlrl.learn.advantages import AdvantageStats
 from comlrl.learn.learner import WorldSizeError, sum_over_ranks
 from comlrl.learn.update import UpdateStats, train_on_trees
@@ -204,7 +203,6 @@ def run(cfg: RunConfig, callbacks: Sequence[Any] = (), report: bool = True,
     `hold_final`: given the trained policies instead of `final/` being written (a folder thrown away, whose
     caller writes the weights only if asked: every agent's weights, at a model's size, would land there)."""
     quiet_console()  # again for callers other than scripts/train.py (idempotent)
-    keep_freed_memory()  # before the models load and the threads start
     check_output_dir(cfg)  # before anything loads: an earlier run's outputs are never replaced unasked
     out, latest = Path(cfg.training.output_dir), resume_point(cfg)
     calls = CallbackList([*callbacks, *time_budget(cfg, latest)], TrainerState(0, cfg.training.steps, out), cfg)
@@ -242,14 +240,19 @@ def run(cfg: RunConfig, callbacks: Sequence[Any] = (), report: bool = True,
         close_components(comp)
     acc.wait_for_everyone()
     if acc.is_main_process:
-        # a stop while the report is written is acted on once it is (the one-line stop, exit 130/143): arriving
-        # inside a library's finalizer (the plots') it was "Exception ignored" and the run exited 0
-        with stops_held():
-            print(f"done: {plural(finished, 'step')}; outputs in {out.resolve()} "
-                  f"({', '.join(name for name in RUN_OUTPUTS if (out / name).exists())})")
-            for line in write_report(out, finished) if report else ():
-                print(line)
+        print_done(out, finished, report)
     return 0
+
+
+def print_done(out: Path, finished: int, report: bool) -> None:
+    """The run's last lines: where its outputs are, then the report's (plots, tree page, model card). A stop while
+    the report is written is acted on once it is (the one-line stop, exit 130/143): arriving inside a library's
+    finalizer (the plots') it was "Exception ignored" and the run exited 0."""
+    with stops_held():
+        print(f"done: {plural(finished, 'step')}; outputs in {out.resolve()} "
+              f"({', '.join(name for name in RUN_OUTPUTS if (out / name).exists())})")
+        for line in write_report(out, finished) if report else ():
+            print(line)
 
 
 def time_budget(cfg: RunConfig, latest: Path | None) -> list[TimeBudget]:
