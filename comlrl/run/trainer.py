@@ -232,10 +232,11 @@ def run(cfg: RunConfig, callbacks: Sequence[Any] = (), report: bool = True,
                     log.info("stopped after step %d of training.steps=%d (a callback or training.time_budget_minutes)",
                              finished, cfg.training.steps)
                 break
-        if acc.is_main_process and hold_final is not None:
-            hold_final(comp.policies)
-        elif acc.is_main_process:
-            comp.policies.save(out / "final")
+        if acc.is_main_process:
+            if hold_final is not None:
+                hold_final(comp.policies)
+            else:
+                comp.policies.save(out / "final")
         calls.train_end()
     finally:
         calls.close()

@@ -152,17 +152,17 @@ class CompatTrainer:
                               f"are different models ({', '.join(cfg.agents.models)})")
         return cfg
 
-    def _output_dir(self, cfg: RunConfig, checkpoint_dir: str | Path | None) -> str:
-        """Where the run writes: `checkpoint_dir`, an output_dir given in `overrides`, or (as 1.4.3 writes
-        nothing without a checkpoint_dir) a temporary folder removed with the trainer or at exit, whatever
-        `train()` did; `save_model` reads the trained weights from it until then."""
+    def _output_dir(self, cfg: RunConfig, checkpoint_dir: str | Path | None) -> tuple[str, bool]:
+        """Where the run writes, and whether that is a scratch folder: `checkpoint_dir`, an output_dir given in
+        `overrides`, or (as 1.4.3 writes nothing without a checkpoint_dir) a temporary folder removed with the
+        trainer or at exit, whatever `train()` did; `save_model` writes the held weights there when asked."""
         if checkpoint_dir is not None:
-            return str(checkpoint_dir)
+            return str(checkpoint_dir), False
         if any(o.split("=", 1)[0].strip() == "training.output_dir" for o in self.overrides):
-            return cfg.training.output_dir
+            return cfg.training.output_dir, False
         folder = tempfile.mkdtemp(prefix=f"comlrl-{self.algorithm_name.lower()}-run-")
         self._scratch = weakref.finalize(self, shutil.rmtree, folder, True)
-        return folder
+        return folder, True
 
     def train(self, resume_from_checkpoint: str | Path | None = None, checkpoint_dir: str | Path | None = None,
               checkpoint_interval: int = 1, checkpoint_total_limit: int | None = None, **kwargs: Any) -> None:
@@ -179,7 +179,7 @@ class CompatTrainer:
             raise ConfigError("config error: train_dataset: training requires a train_dataset")
         cfg = load_config(self.run_config)
         cfg.training.save_total_limit = checkpoint_total_limit  # None: every checkpoint is kept, as in 1.4.3
-        resume = resume_from_checkpoint is not None
+        resume, scratch = resume_from_checkpoint is not None, False
         if resume:
             run = Path(resume_from_checkpoint)
             if not (run / "checkpoints").is_dir() or not (run / "dataset.jsonl").is_file():
@@ -189,17 +189,16 @@ class CompatTrainer:
             cfg.training.output_dir, cfg.training.resume = str(run), True
             cfg.dataset.name, cfg.dataset.path = "hf", str(run / "dataset.jsonl")
         else:
-            cfg.training.output_dir = self._output_dir(cfg, checkpoint_dir)
+            cfg.training.output_dir, scratch = self._output_dir(cfg, checkpoint_dir)
         epoch_steps = -(-len(self.train_items) // cfg.training.trees_per_step)
         if checkpoint_dir is not None or resume:
             cfg.training.save_every = checkpoint_interval * epoch_steps
-        elif self._scratch is not None:  # no checkpoint asked for: none written, as 1.4.3 writes none
+        elif scratch:  # no checkpoint asked for: none written, as 1.4.3 writes none
             cfg.training.save_every, cfg.training.save_total_limit = 0, 0
             cfg.logging.tensorboard = False  # nobody reads a folder removed with the trainer
         self.output_dir = Path(cfg.training.output_dir)
         log.info("%s: training in %s", type(self).__name__, self.output_dir)
         rows = None if resume else task_rows(self.train_items, self.eval_items)
-        scratch = self._scratch is not None and not resume
         self._final = None
         self.result = _train(cfg, {"dataset": rows}, (), report=not scratch,
                              hold_final=self._hold_final if scratch else None)
