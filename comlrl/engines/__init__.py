@@ -139,7 +139,7 @@ class HFEngine:
         pass
 
     def idle(self) -> None:
-        pass
+        self.policies.module.release_packs()
 
     def close(self) -> None:
         pass

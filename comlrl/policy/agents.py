@@ -28,6 +28,7 @@ from peft.tuners.lora import LoraLayer
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from comlrl.policy.packed_linear import PackedLinears
 from comlrl.policy.packing import PackedBatch, grouped_logprobs, hidden_to_logprobs, packed_hidden
 from comlrl.tree.nodes import agent_name
 
@@ -40,6 +41,10 @@ class AgentsModule(nn.Module, ABC):
     value starts at 0. A forward with `values=True` also returns each sample's head output; a critic
     over the whole team sums the heads of the agents' states, which is one linear head over the
     concatenated states (`comlrl.learn.algorithms`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._generation_packs: dict[nn.Module, PackedLinears] = {}  # per generation model
 
     @property
     def value_heads(self) -> nn.ModuleList | None:
@@ -102,9 +107,24 @@ class AgentsModule(nn.Module, ABC):
     def generation_groups(self, agents: Sequence[int]) -> list[list[int]]:
         """Indices of requests (`agents[i]`: request i's agent) that share one `generate` call, none empty."""
 
+    @contextlib.contextmanager
+    def generating(self, agents: Sequence[int]) -> Iterator[None]:
+        """The context a forward of `generation_model` over rows of `agents` (row i: agents[i]) runs in: the
+        shape's routing of rows, with the model's big float32 CPU matmuls on packed weights
+        (`comlrl.policy.packed_linear`; `release_packs` drops them when the rollout ends)."""
+        model = self.generation_model(agents[0])
+        packs = self._generation_packs.setdefault(model, PackedLinears(model))
+        with self.routing(agents), packs.serving():
+            yield
+
+    def release_packs(self) -> None:
+        """Drop the packed weight copies generation made (their memory goes to the update)."""
+        for packs in self._generation_packs.values():
+            packs.release()
+
     @abstractmethod
-    def generating(self, agents: Sequence[int]) -> AbstractContextManager[None]:
-        """The context a forward of `generation_model` over rows of `agents` (row i: agents[i]) runs in."""
+    def routing(self, agents: Sequence[int]) -> AbstractContextManager[None]:
+        """How the shape sends rows of `agents` (row i: agents[i]) to their agent's weights in a generation."""
 
     @abstractmethod
     def agent_parameters(self, agent: int) -> list[nn.Parameter]:
@@ -220,7 +240,7 @@ class LoraAgentsModule(AgentsModule):
         """Every request in one call: rows of all agents share the base, each routed to its adapter."""
         return [list(range(len(agents)))] if agents else []
 
-    def generating(self, agents: Sequence[int]) -> AbstractContextManager[None]:
+    def routing(self, agents: Sequence[int]) -> AbstractContextManager[None]:
         return self.routed([agent_name(a) for a in agents])
 
     def agent_parameters(self, agent: int) -> list[nn.Parameter]:
@@ -283,8 +303,8 @@ class FullAgentsModule(AgentsModule):
         groups = ([r for r, a in enumerate(agents) if a == agent] for agent in range(len(self.models)))
         return [g for g in groups if g]
 
-    def generating(self, agents: Sequence[int]) -> AbstractContextManager[None]:
-        return contextlib.nullcontext()
+    def routing(self, agents: Sequence[int]) -> AbstractContextManager[None]:
+        return contextlib.nullcontext()  # each agent's rows go to its own model
 
     def agent_parameters(self, agent: int) -> list[nn.Parameter]:
         return [p for p in self.models[agent].parameters() if p.requires_grad]

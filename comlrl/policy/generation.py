@@ -105,6 +105,7 @@ class SeededSampler:
         return torch.full_like(scores, float("-inf")).scatter_(1, drawn, 0.0)
 
 
+@torch.no_grad()  # grad mode is per thread: a call in a lane of `side_by_side` does not inherit its caller's
 def generate_rows(module: AgentsModule, cfg: ModelConfig, tokenizer: Any, eos: Sequence[int], agents: list[int],
                   prompts: list[list[int]], greedy: bool, stopping: Any = None, repeat: int = 1,
                   seed: int | None = None) -> list[list[int]]:
