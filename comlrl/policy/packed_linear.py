@@ -11,8 +11,8 @@ another token where two were within rounding of each other.
 The packed copy costs one pass over the weight and its size in memory, so copies live for one rollout: made at a
 weight's first no-grad forward inside `serving()`, remade when the weight changed (its version counter moved),
 dropped by `release()` (the trainer's engine calls it when the rollout ends, before the update needs the memory).
-Forwards with autograd on (the update), other dtypes and small weights (they sit in cache, where MKL is as fast)
-take torch's own path.
+Forwards with autograd or autocast on (the update), other dtypes and small weights (they sit in cache, where MKL is
+as fast) take torch's own path.
 """
 
 from __future__ import annotations
@@ -34,16 +34,18 @@ def packing_available() -> bool:
     """Whether this torch has oneDNN and the packed-linear ops (x86 and arm builds do)."""
     if not torch.backends.mkldnn.is_available():
         return False
-    try:
-        torch.ops.mkldnn._linear_pointwise.default  # noqa: B018 - a lookup: raises where the op is missing
+    try:  # lookups: they raise where an op is missing
+        torch.ops.mkldnn._reorder_linear_weight.default  # noqa: B018
+        torch.ops.mkldnn._linear_pointwise.default  # noqa: B018
     except (AttributeError, RuntimeError):
         return False
     return True
 
 
 def packable(layer: nn.Module) -> bool:
-    """A plain `nn.Linear` with a float32 CPU weight big enough to gain (a subclass may quantize or shard)."""
-    if type(layer) is not nn.Linear:
+    """A plain `nn.Linear` with a float32 CPU weight big enough to gain (a subclass may quantize or shard), whose
+    forward nobody replaced (accelerate's offload hooks set their own on the instance: theirs stays)."""
+    if type(layer) is not nn.Linear or "forward" in vars(layer):
         return False
     w = layer.weight
     return w.dtype == torch.float32 and w.device.type == "cpu" and w.numel() >= PACK_MIN_ELEMENTS
@@ -79,7 +81,7 @@ class PackedLinears:
                     self._layers = []
 
     def _forward(self, layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
-        if torch.is_grad_enabled() or x.dtype != torch.float32:
+        if torch.is_grad_enabled() or x.dtype != torch.float32 or torch.is_autocast_enabled("cpu"):
             return F.linear(x, layer.weight, layer.bias)
         w = layer.weight
         version = (w.data_ptr(), w._version)

@@ -39,6 +39,9 @@ def test_packable_takes_big_float32_cpu_linears_only() -> None:
 
     assert not packable(Sharded(BIG[1], BIG[0]))
     assert not packable(nn.Conv1d(512, 1024, 1))
+    hooked = nn.Linear(BIG[1], BIG[0])
+    hooked.forward = lambda x: x  # what accelerate's offload hooks do: their forward on the instance stays
+    assert not packable(hooked)
 
 
 @needs_onednn
@@ -70,6 +73,16 @@ def test_a_forward_with_autograd_on_takes_torchs_own_path_and_packs_nothing() ->
     assert torch.equal(y, F.linear(x, layer.weight, layer.bias))  # the same kernel, bit for bit
     y.sum().backward()
     assert layer.weight.grad is not None and packs.held() == 0
+
+
+@needs_onednn
+def test_autocast_keeps_torchs_own_path() -> None:
+    layer = nn.Linear(BIG[1], BIG[0])
+    x = torch.randn(4, BIG[1])
+    packs = PackedLinears(layer)
+    with torch.no_grad(), packs.serving(), torch.autocast("cpu", dtype=torch.bfloat16):
+        y = layer(x)
+    assert y.dtype == torch.bfloat16 and packs.held() == 0
 
 
 @needs_onednn
