@@ -2,11 +2,11 @@
 
 A decode step multiplies a handful of rows by every weight of the model. torch sends a float32 CPU matmul to MKL,
 whose kernels for so few rows run far below the memory's rate on some hosts: on the EPYC host of docs/results.md
-SmolLM2-135M's lm_head times 4 rows took 17.4 ms (6.7 GB/s of weights, where one thread reads 22 GB/s), and 2
-rows took longer than 4. oneDNN, given the weight once in its own blocked layout, runs the same float32 product
-in 7.1 ms; over a whole decode step of the model, 97 -> 57 ms (benchmarks/packed_linear.py). The precision is
-the same: only the order of the sums differs, as between any two float32 kernels, so a seeded draw may pick
-another token where two were within rounding of each other.
+SmolLM2-135M's lm_head times 4 rows took 17.9 ms (6.3 GB/s of weights), and 2 rows took longer than 4. oneDNN,
+given the weight once in its own blocked layout, runs the same float32 product in 6.7 ms (16.8 GB/s); a whole
+decode step of the model at 4 rows, 89 -> 56 ms (`python benchmarks/decode_floor.py`). The precision is the same:
+only the order of the sums differs, as between any two float32 kernels, so a seeded draw may pick another token
+where two were within rounding of each other.
 
 The packed copy costs one pass over the weight and its size in memory, so copies live for one rollout: made at a
 weight's first no-grad forward inside `serving()`, remade when the weight changed (its version counter moved),
@@ -31,7 +31,7 @@ PACK_ROWS = 4  # the row count oneDNN lays the weight out for: 4 was as fast as 
 
 
 def packing_available() -> bool:
-    """Whether this torch has oneDNN and the packed-linear ops (x86 and arm builds do)."""
+    """Whether this torch has oneDNN and the two packed-linear ops (torch's x86 CPU wheels do)."""
     if not torch.backends.mkldnn.is_available():
         return False
     try:  # lookups: they raise where an op is missing
