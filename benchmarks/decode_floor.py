@@ -69,20 +69,19 @@ def main() -> None:
             return fn(*a)
 
     trees, tokens = 8, 16
-    head = models[0].get_output_embeddings().weight
-    out = {"host": host(), "weight_mb": round(weight_bytes / 1e6, 1),
-           "lm_head_mb": round(head.numel() * head.element_size() / 1e6, 1)}
+    lm_head = models[0].get_output_embeddings()
+    head_bytes = lm_head.weight.numel() * lm_head.weight.element_size()
+    out = {"host": host(), "weight_mb": round(weight_bytes / 1e6, 1), "lm_head_mb": round(head_bytes / 1e6, 1)}
     for kernel in ("torch", "packed"):  # torch's float32 matmul (MKL), then comlrl.policy.packed_linear's
         packs = [PackedLinears(m) if kernel == "packed" else None for m in models]
         torch.set_num_threads(1)
-        lm_head = models[0].get_output_embeddings()
-        lm_ms = served(PackedLinears(lm_head) if kernel == "packed" else None, head_ms, lm_head)
+        lm_ms = served(packs[0], head_ms, lm_head)
         alone = {rows: served(packs[0], decode_ms, models[0], rows) for rows in (2, 4)}
         torch.set_num_threads(2)  # side_by_side: one thread each, both at once
         lanes = list(zip(packs, models, strict=True))
         both = {rows: max(side_by_side([partial(served, p, decode_ms, m, rows) for p, m in lanes])) for rows in (2, 4)}
         out[kernel] = {"lm_head_ms_batch4": round(lm_ms, 2),
-                       "lm_head_gb_per_s": round(head.numel() * head.element_size() / lm_ms / 1e6, 2),
+                       "lm_head_gb_per_s": round(head_bytes / lm_ms / 1e6, 2),
                        "decode_step_ms_one_agent": {str(k): round(v, 1) for k, v in alone.items()},
                        "decode_step_ms_two_agents_at_once": {str(k): round(v, 1) for k, v in both.items()},
                        "script_decode_floor_s": round(trees * tokens * (both[2] + both[4]) / 1000, 1)}

@@ -30,8 +30,9 @@ PACK_MIN_ELEMENTS = 1 << 18  # 576 x 576 and up; 576 x 192 ran 0.7-0.9x MKL's sp
 PACK_ROWS = 4  # the row count oneDNN lays the weight out for: 4 was as fast as 64 or 400 for 2-400 rows
 
 
+@functools.cache
 def packing_available() -> bool:
-    """Whether this torch has oneDNN and the two packed-linear ops (torch's x86 CPU wheels do)."""
+    """Whether this torch has oneDNN and the two packed-linear ops (torch's x86 CPU wheels do); asked once."""
     if not torch.backends.mkldnn.is_available():
         return False
     try:  # lookups: they raise where an op is missing
