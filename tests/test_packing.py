@@ -8,7 +8,7 @@ import itertools
 import pytest
 import torch
 
-from comlrl.policy.packing import pack, prompt_groups
+from comlrl.policy.packing import hidden_to_logprobs, pack, prompt_groups
 
 NEG = torch.finfo(torch.float32).min
 
@@ -174,3 +174,26 @@ def test_every_completion_token_sees_exactly_its_own_sequence_at_its_own_positio
                 for t in range(len(comp)):
                     n = len(ps[i]) + t
                     assert _seen(b, i, t) == (seq[:n], list(range(n))), (ps, cs, i, t)
+
+
+@pytest.mark.parametrize("chunk", [3, 4, 100])
+def test_chunked_log_probs_and_their_gradients_are_log_softmaxs(chunk: int) -> None:
+    """The lm_head runs on chunks of tokens; several chunks are checkpointed (backward runs the head again on
+    each), a single chunk keeps its logits (the head runs once)."""
+    torch.manual_seed(0)
+    head = torch.nn.Linear(8, 50)
+    hidden = torch.randn(2, 5, 8, requires_grad=True)
+    targets = torch.randint(0, 50, (2, 5))
+    calls = [0]
+    counted = head.register_forward_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
+    got = hidden_to_logprobs(head, hidden, targets, temperature=0.7, chunk=chunk)
+    got.sum().backward()
+    counted.remove()
+    grads = hidden.grad.clone(), head.weight.grad.clone()
+    hidden.grad, head.weight.grad = None, None
+    expected = torch.log_softmax(head(hidden) / 0.7, -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    expected.sum().backward()
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(grads, (hidden.grad, head.weight.grad))
+    chunks = -(-10 // chunk)
+    assert calls[0] == (2 * chunks if chunks > 1 else 1)

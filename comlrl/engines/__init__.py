@@ -136,10 +136,10 @@ class HFEngine:
         return self.policies.generate(requests, num_samples, greedy=greedy, stop_strings=stop_strings)
 
     def weights_changed(self) -> None:
-        pass
+        self.policies.forget_generation()
 
     def idle(self) -> None:
-        self.policies.module.release_packs()
+        self.policies.forget_generation()
 
     def close(self) -> None:
         pass

@@ -242,15 +242,17 @@ def hidden_to_logprobs(head: Callable[[torch.Tensor], torch.Tensor], hidden: tor
                        temperature: float = 1.0, chunk: int = LOGIT_CHUNK_TOKENS) -> torch.Tensor:
     """log p(target) from final hidden states without keeping [B, L, V] fp32 logits alive.
 
-    The lm_head runs on chunks of tokens; with grad on, each chunk is checkpointed so backward recomputes
-    its logits instead of storing them (costs one more lm_head matmul, saves B*L*V*4 bytes).
+    The lm_head runs on chunks of tokens; with grad on and more than one chunk, each chunk is checkpointed so
+    backward recomputes its logits instead of storing them (costs one more lm_head matmul, saves B*L*V*4 bytes).
+    A single chunk keeps its logits for backward: at most `chunk` x V floats, and no second lm_head matmul
+    (~3% of a CoMLRL-style script's update on the CPU).
     """
     b, t, d = hidden.shape
     flat_h, flat_t = hidden.reshape(b * t, d), targets.reshape(b * t)
     fn = partial(_chunk_logprobs, head, temperature)
     outs = []
     for s in range(0, b * t, chunk):
-        if torch.is_grad_enabled():
+        if torch.is_grad_enabled() and b * t > chunk:
             outs.append(checkpoint(fn, flat_h[s:s + chunk], flat_t[s:s + chunk], use_reentrant=False))
         else:
             outs.append(fn(flat_h[s:s + chunk], flat_t[s:s + chunk]))

@@ -24,6 +24,7 @@ from comlrl.models import AgentsConfig, ModelConfig, publishable, resolve_model_
 from comlrl.policy.agents import AgentsModule
 from comlrl.policy.generation import (
     FittedPrompt,
+    PromptCache,
     cut_at_eos,
     cut_at_stop,
     describe_cuts,
@@ -52,6 +53,7 @@ class AgentPolicies:
         # leading messages a history cut keeps (None: the system message and the first user message)
         self.head_messages = head_messages
         self._stop_criteria: dict[tuple[str, tuple[str, ...]], Any] = {}
+        self.prompt_cache = PromptCache()  # prompts prefilled since the weights last changed
         self.agents_cfg = agents_cfg
         self.num_agents = num_agents
         self.mode = agents_cfg.mode
@@ -75,6 +77,12 @@ class AgentPolicies:
     def device(self) -> torch.device:
         """Wherever accelerate put the module."""
         return self.module.device
+
+    def forget_generation(self) -> None:
+        """Drop what generation keeps while the weights stay (packed weights, prompts' keys and values): the
+        rollout ended, or the weights changed."""
+        self.module.release_packs()
+        self.prompt_cache.clear()
 
     def trainable_parameters(self) -> list[nn.Parameter]:
         """All agents' trainable parameters, for ONE optimizer (one step updates every agent)."""
@@ -147,7 +155,7 @@ class AgentPolicies:
             calls.append(functools.partial(generate_rows, self.module, self.cfg, tok,
                                            sorted({e for a in agents for e in self.eos_ids[a]}), agents,
                                            [prompts[r][0] for r in order], greedy, stopping, repeat=repeat,
-                                           seed=seed))
+                                           seed=seed, prompt_cache=self.prompt_cache))
         try:
             for group, rows_out in zip(groups, side_by_side(calls) if parallel else [c() for c in calls],
                                        strict=True):

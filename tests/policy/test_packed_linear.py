@@ -1,12 +1,12 @@
 """Generation's float32 CPU matmuls on oneDNN-packed weights (`comlrl.policy.packed_linear`): the same products as
 torch's own linear up to the order of the sums, only inside generation and only without autograd, a changed
 weight packed again, and the copies dropped when the rollout ends (the hf engine's `idle`). Also: generation in a
-lane thread runs without autograd (grad mode is per thread)."""
+lane thread runs without autograd (grad mode is per thread); 2-3 rows run padded to the rows the weight was packed
+for, with the same bits."""
 
 from __future__ import annotations
 
 import threading
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -14,9 +14,8 @@ import torch.nn.functional as F
 from policy_helpers import make_policies
 from torch import nn
 
-from comlrl.engines import HFEngine
 from comlrl.policy import FullAgentsModule
-from comlrl.policy.packed_linear import PACK_MIN_ELEMENTS, PackedLinears, packable, packing_available
+from comlrl.policy.packed_linear import PACK_MIN_ELEMENTS, PACK_ROWS, PackedLinears, packable, packing_available
 
 needs_onednn = pytest.mark.skipif(not packing_available(), reason="this torch has no oneDNN packed linear")
 BIG = (1024, 512)  # 2^19 elements: packed
@@ -123,7 +122,7 @@ def test_the_forwards_stay_while_any_thread_serves_and_release_drops_the_copies(
 
 
 @needs_onednn
-def test_agents_generate_on_packed_weights_and_the_hf_engine_drops_them_when_the_rollout_ends() -> None:
+def test_agents_generate_on_packed_weights_and_release_them() -> None:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
@@ -139,7 +138,7 @@ def test_agents_generate_on_packed_weights_and_the_hf_engine_drops_them_when_the
     _close(got, expected)
     packs = agents._generation_packs[model]
     assert packs.held() == 8  # q, k, v, o (512 x 512: just packed), gate, up, down and the lm_head
-    HFEngine(SimpleNamespace(module=agents)).idle()  # the rollout ended: the update gets the memory
+    agents.release_packs()  # the rollout ended (the hf engine's idle): the update gets the memory
     assert packs.held() == 0
 
 
@@ -159,3 +158,31 @@ def test_generation_in_a_lane_thread_runs_without_autograd() -> None:
     finally:
         torch.set_num_threads(before)
     assert len(modes) >= 4 and not any(modes)  # each agent's prefill and decode steps
+
+
+@needs_onednn
+@pytest.mark.parametrize("rows", [2, 3])
+def test_two_or_three_rows_run_padded_with_the_same_bits(rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """oneDNN's kernel for a weight packed for PACK_ROWS rows is slower at 2-3 rows (a decode step of SmolLM2-135M
+    at 2 rows: 70-74 ms against 56-58 at 4): such inputs run padded with zero rows, and the real rows' products
+    are the bits the kernel gives them unpadded."""
+    torch.manual_seed(0)
+    layer = nn.Linear(BIG[1], BIG[0])
+    x = torch.randn(rows, 1, BIG[1])  # a decode step: [rows, 1 token, features]
+    packs = PackedLinears(layer)
+    kernel = torch.ops.mkldnn._linear_pointwise
+    shapes: list[tuple[int, ...]] = []
+
+    def recording(inputs: torch.Tensor, *rest: object) -> torch.Tensor:
+        shapes.append(tuple(inputs.shape))
+        return kernel(inputs, *rest)
+
+    with torch.no_grad(), packs.serving():
+        monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", recording)
+        got = layer(x)
+        monkeypatch.undo()
+        alone = kernel(x.reshape(rows, BIG[1]), packs._packs[layer][1], layer.bias, "none", [], "")
+    assert shapes == [(PACK_ROWS, BIG[1])]
+    assert got.shape == (rows, 1, BIG[0])
+    assert torch.equal(got.reshape(rows, BIG[0]), alone)
+    _close(got, F.linear(x, layer.weight, layer.bias))
