@@ -48,6 +48,8 @@ class TrainedPolicies(Protocol):
     def logprobs_and_values(self, samples: Sequence[Sample], module: torch.nn.Module | None = None
                             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: ...
 
+    def packed_area(self, samples: Sequence[Sample]) -> int: ...
+
 
 class WeightsListener(Protocol):
     """What the learner tells the rollout engine (`comlrl.engines.RolloutEngine` is one)."""

@@ -11,6 +11,7 @@ log-probs.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
@@ -22,7 +23,7 @@ from comlrl.learn.advantages import AdvantageStats
 from comlrl.learn.learner import Learner, max_over_ranks
 from comlrl.learn.loss import logprob_gap, step_normaliser, truncated_is_weights
 from comlrl.learn.units import LearnConfig, MicroBatch, StepSize, Unit
-from comlrl.tree.nodes import Node
+from comlrl.tree.nodes import Node, Sample
 
 if TYPE_CHECKING:
     from comlrl.learn.units import Algorithm
@@ -52,18 +53,22 @@ class UpdateStats:
     metrics: dict[str, float] = field(default_factory=dict)  # the algorithm's sums: `<name>` and `<name>/n`
 
 
-def micro_batches(units: list[Unit], size: int) -> list[list[Unit]]:
-    """Consecutive units, at most `size` completions per micro-batch (a unit is never split; a unit larger
-    than `size` gets a micro-batch of its own)."""
+def micro_batches(units: list[Unit], size: int, area: Callable[[list[Sample]], int]) -> list[list[Unit]]:
+    """Consecutive units, a micro-batch within the token slots of `size` of the units' longest samples (a unit is
+    never split; a larger one gets a micro-batch of its own). `area`: the token slots a forward over samples takes
+    (the policies' packed layout, which lays a prompt's start once for the units that share it), so units whose
+    prompts start alike (a node's siblings, a later turn's nodes after the first turn's) fill a micro-batch
+    further than `size` completions: fewer, fuller forwards for the same bound on activations."""
+    bound = size * max((len(s.prompt_ids) + len(s.completion_ids) for u in units for s in u.samples), default=1)
     out: list[list[Unit]] = []
-    held = 0
+    held: list[Sample] = []
     for u in units:
-        if out and held + len(u.samples) <= size:
+        if out and area([*held, *u.samples]) <= bound:
             out[-1].append(u)
-            held += len(u.samples)
+            held.extend(u.samples)
         else:
             out.append([u])
-            held = len(u.samples)
+            held = list(u.samples)
     return out
 
 
@@ -184,7 +189,7 @@ def train_units(learner: Learner, algorithm: Algorithm, cfg: LearnConfig, units:
     step = step_size(units, lc.aggregation)
     # agents of their own models on CPU: each agent's micro-batches in a lane, the lanes side by side
     lanes = agent_lanes(units) if learner.agents_side_by_side else None
-    lane_micro = [micro_batches(lane, lc.micro_batch_size) for lane in lanes or [units]]
+    lane_micro = [micro_batches(lane, lc.micro_batch_size, learner.policies.packed_area) for lane in lanes or [units]]
     micro = [b for lane in lane_micro for b in lane]
     ends = list(itertools.accumulate(len(lane) for lane in lane_micro))
     spans = [range(a, b) for a, b in zip([0, *ends[:-1]], ends, strict=True)]

@@ -123,6 +123,16 @@ def trunk_rows(groups: list[list[int]], agents: Sequence[int], prompts: Sequence
     return rows
 
 
+def packed_area(agents: Sequence[int], prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]]) -> int:
+    """The token slots `pack` (sharing prefixes) lays these samples out in: rows x the widest row, what a
+    forward's activations grow with."""
+    keys = [(int(a), tuple(p)) for a, p in zip(agents, prompts, strict=True)]
+    layout = trunk_rows(prompt_groups(keys, True), agents, prompts, completions)
+    widths = [trunk + sum(len(prompts[g[0]]) - trunk + sum(len(completions[i]) for i in g) for g in members)
+              for members, trunk in layout]
+    return len(widths) * max(widths, default=0)
+
+
 def pack(agents: Sequence[int], prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]],
          lengths: Sequence[int], pad_id: int = 0, share_prefix: bool = True,
          dtype: torch.dtype = torch.float32) -> PackedBatch:

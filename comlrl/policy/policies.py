@@ -35,7 +35,7 @@ from comlrl.policy.generation import (
 )
 from comlrl.policy.loading import build_agents, eos_ids, load_tokenizers
 from comlrl.policy.model_card import base_model, card, name_base
-from comlrl.policy.packing import PackedBatch, pack
+from comlrl.policy.packing import PackedBatch, pack, packed_area
 from comlrl.tree.nodes import Messages, Sample, agent_name, answer_prefix_of
 
 log = logging.getLogger(__name__)
@@ -189,6 +189,11 @@ class AgentPolicies:
         return Sample(agent, tuple(prompt[0]), tuple(comp), text, finished, prompt[1], lps)
 
     # ---- log-probs ------------------------------------------------------------------------------
+    def packed_area(self, samples: Sequence[Sample]) -> int:
+        """The token slots a forward over `samples` takes (`comlrl.policy.packing.packed_area`)."""
+        return packed_area([s.agent for s in samples], [s.prompt_ids for s in samples],
+                           [s.completion_ids for s in samples])
+
     def pack(self, samples: Sequence[Sample], share_prefix: bool = True) -> PackedBatch:
         """Model inputs for samples (see `comlrl.policy.packing`): with `share_prefix`, adjacent samples of one
         agent and prompt (a node's G siblings) share one copy of the prompt."""
