@@ -36,6 +36,7 @@ def test_siblings_lay_their_prompt_once_so_more_of_them_fit() -> None:
     prompt = tuple(range(50))
     units = [group((k, *prompt), 2) for k in range(5)]  # 51 + 2 x 10 = 71 slots a group; bound 4 x 61 = 244
     assert sizes(micro_batches(units, 4, area)) == [6, 4]  # 3 rows x 71 = 213 <= 244; a fourth: 284
+    assert sizes(micro_batches(units, 4)) == [4, 4, 2]  # ranks in lock step: completions counted
 
 
 def test_a_later_turns_nodes_share_the_first_turns_start_in_one_micro_batch() -> None:

@@ -39,7 +39,7 @@ class LossConfig:
     clip_eps: float | None = None  # PPO ratio clip; needed for inner_epochs > 1
     inner_epochs: int = 1
     kl_coef: float = 0.0  # KL to the base model (adapters off)
-    micro_batch_size: int = 4  # a forward within the tokens of this many longest samples: activations dominate memory
+    micro_batch_size: int = 4  # a forward within the tokens of this many longest samples (several ranks: completions)
 
     def check(self) -> None:
         require(self.inner_epochs >= 1, "magrpo.loss.inner_epochs", self.inner_epochs, "an integer >= 1")

@@ -53,17 +53,20 @@ class UpdateStats:
     metrics: dict[str, float] = field(default_factory=dict)  # the algorithm's sums: `<name>` and `<name>/n`
 
 
-def micro_batches(units: list[Unit], size: int, area: Callable[[list[Sample]], int]) -> list[list[Unit]]:
+def micro_batches(units: list[Unit], size: int,
+                  area: Callable[[list[Sample]], int] | None = None) -> list[list[Unit]]:
     """Consecutive units, a micro-batch within the token slots of `size` of the units' longest samples (a unit is
     never split; a larger one gets a micro-batch of its own). `area`: the token slots a forward over samples takes
     (the policies' packed layout, which lays a prompt's start once for the units that share it), so units whose
     prompts start alike (a node's siblings, a later turn's nodes after the first turn's) fill a micro-batch
-    further than `size` completions: fewer, fuller forwards for the same bound on activations."""
-    bound = size * max((len(s.prompt_ids) + len(s.completion_ids) for u in units for s in u.samples), default=1)
+    further than `size` completions: fewer, fuller forwards for the same bound on activations. Without `area`
+    every sample counts as a longest one: `size` completions a micro-batch."""
+    longest = max((len(s.prompt_ids) + len(s.completion_ids) for u in units for s in u.samples), default=1)
+    slots = area or (lambda samples: len(samples) * longest)
     out: list[list[Unit]] = []
     held: list[Sample] = []
     for u in units:
-        if out and area([*held, *u.samples]) <= bound:
+        if out and slots([*held, *u.samples]) <= size * longest:
             out[-1].append(u)
             held.extend(u.samples)
         else:
@@ -189,7 +192,10 @@ def train_units(learner: Learner, algorithm: Algorithm, cfg: LearnConfig, units:
     step = step_size(units, lc.aggregation)
     # agents of their own models on CPU: each agent's micro-batches in a lane, the lanes side by side
     lanes = agent_lanes(units) if learner.agents_side_by_side else None
-    lane_micro = [micro_batches(lane, lc.micro_batch_size, learner.policies.packed_area) for lane in lanes or [units]]
+    # ranks in lock step split by completions: DeepSpeed's ZeRO-3 checks that every rank's forward runs the same
+    # modules in the same order, and a LoRA micro-batch runs the adapters of the agents it holds
+    area = None if learner.in_lock_step else learner.policies.packed_area
+    lane_micro = [micro_batches(lane, lc.micro_batch_size, area) for lane in lanes or [units]]
     micro = [b for lane in lane_micro for b in lane]
     ends = list(itertools.accumulate(len(lane) for lane in lane_micro))
     spans = [range(a, b) for a, b in zip([0, *ends[:-1]], ends, strict=True)]

@@ -4,7 +4,9 @@ A decode step multiplies a handful of rows by every weight of the model. torch s
 whose kernels for so few rows run far below the memory's rate on some hosts: on the EPYC host of docs/results.md
 SmolLM2-135M's lm_head times 4 rows took 17.9 ms (6.3 GB/s of weights), and 2 rows took longer than 4. oneDNN,
 given the weight once in its own blocked layout, runs the same float32 product in 6.7 ms (16.8 GB/s); a whole
-decode step of the model at 4 rows, 89 -> 56 ms (`python benchmarks/decode_floor.py`). The precision is the same:
+decode step of the model at 4 rows, 89 -> 56 ms (`python benchmarks/decode_floor.py`). Its kernel is slower at 2-3
+rows than at the 4 the weight is packed for (a decode step at 2 rows: 70-74 ms against 56-58), so such inputs run
+padded with zero rows (the real rows' bits are the same). The precision is the same:
 only the order of the sums differs, as between any two float32 kernels, so a seeded draw may pick another token
 where two were within rounding of each other.
 
