@@ -121,6 +121,13 @@ class _Prefilled:
     nbytes: int
 
 
+def _plain(cache: Any) -> bool:
+    """Whether every layer of a transformers cache holds whole keys and values (no sliding window or state)."""
+    from transformers.cache_utils import DynamicLayer
+
+    return all(type(layer) is DynamicLayer for layer in cache.layers)
+
+
 class PromptCache:
     """The keys and values of the prompts generation prefilled while the weights stayed, per agent, so that a
     prompt starting like one of them prefills only the rest: a later turn's prompt repeats the system message,
@@ -162,14 +169,13 @@ class PromptCache:
         """For prompts left-padded to `width`: the first column the prefill must compute for every row, and a
         cache holding the columns before it (zeros where a row has padding), or None when no row gains."""
         from transformers import DynamicCache
-        from transformers.cache_utils import DynamicLayer
 
         found = [self._longest(a, np.asarray(p[:-1])) for a, p in zip(agents, prompts, strict=True)]
         start = min(width - len(p) + n for p, (n, _) in zip(prompts, found, strict=True))
         if all(start <= width - len(p) for p in prompts):
             return None
         cache = DynamicCache(config=model_config)
-        if any(type(layer) is not DynamicLayer for layer in cache.layers):
+        if not _plain(cache):
             return None
         some = next(entry for _, entry in found if entry is not None)
         for li, (k0, v0) in enumerate(some.layers):
@@ -185,16 +191,19 @@ class PromptCache:
 
     def keep(self, agents: Sequence[int], prompts: Sequence[Sequence[int]], width: int, cache: Any) -> None:
         """Hold each row's prefilled keys and values (columns width - len(prompt) .. width - 2 of `cache`)."""
+        if not _plain(cache):  # a sliding window or a recurrent state: nothing `start` could reuse
+            return
         for row, (agent, p) in enumerate(zip(agents, prompts, strict=True)):
             tokens = np.asarray(p[:-1])
+            key = (agent, tokens.tobytes())
             left = width - len(p)
             layers = [(layer.keys[row:row + 1, :, left:].clone(), layer.values[row:row + 1, :, left:].clone())
                       for layer in cache.layers]
             nbytes = sum(k.nbytes + v.nbytes for k, v in layers)
             with self._lock:
-                old = self._kept.pop((agent, tokens.tobytes()), None)
+                old = self._kept.pop(key, None)
                 self._bytes += nbytes - (old.nbytes if old is not None else 0)
-                self._kept[(agent, tokens.tobytes())] = _Prefilled(tokens, layers, nbytes)
+                self._kept[key] = _Prefilled(tokens, layers, nbytes)
                 while self._bytes > self.budget:
                     _, dropped = self._kept.popitem(last=False)
                     self._bytes -= dropped.nbytes

@@ -136,3 +136,12 @@ def test_models_with_sliding_windows_prefill_whole() -> None:
     cache.keep([0], [prompt], len(prompt), _cache_of(1, len(prompt) - 1))
     assert cache.start([0], [prompt + [7]], 7, LlamaConfig(num_hidden_layers=2)) is not None
     assert cache.start([0], [prompt + [7]], 7, MistralConfig(num_hidden_layers=2, sliding_window=4)) is None
+
+
+def test_a_cache_with_sliding_windows_is_not_kept() -> None:
+    cache = PromptCache()
+    sliding = DynamicCache(config=MistralConfig(num_hidden_layers=2, sliding_window=4))
+    for layer in range(2):
+        sliding.update(torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 4), layer)
+    cache.keep([0], [[5, 1, 2, 3, 4, 9]], 6, sliding)
+    assert cache.held() == 0
