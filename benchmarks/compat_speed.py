@@ -6,7 +6,8 @@ alternately, on the same machine; each run reports its wall time from process st
 completions it generated and its peak RSS. Round r seeds torch with r on both sides (1.4.3 samples from torch's
 global generator; here the script's seed becomes training.seed): the rounds sample differently, so how many sibling
 groups tie (a tied group trains nothing here, and 1.4.3 still runs its forward and backward) varies over them, not
-only the host; the figure is the median.
+only the host; the figure is the ratio of the medians. Each round's own ratio is reported beside it (`round_speedups`:
+a round's two runs are adjacent in time, so a slow spell of the host weighs on both).
 
     python -m venv /tmp/ref143 && /tmp/ref143/bin/pip install torch==2.13.0 transformers==5.19.0 \
         datasets openai pyyaml tqdm wandb "$(pip download --no-deps comlrl==1.4.3 -d /tmp -q; ls /tmp/comlrl-1.4.3*)"
@@ -119,6 +120,8 @@ def main() -> None:
                       "peak_rss_gb": max(round(x["peak_rss_gb"], 2) for x in rs)} for name, rs in runs.items()}
     if len(summary) == 2:
         summary["speedup"] = round(summary["reference"]["seconds_median"] / summary["here"]["seconds_median"], 2)
+        summary["round_speedups"] = [round(ref["seconds"] / here["seconds"], 2)
+                                     for here, ref in zip(runs["here"], runs["reference"], strict=True)]
     out = {"host": host(), "script": SCRIPT, "rounds": args.rounds, "summary": summary}
     if not args.only:
         RESULTS.mkdir(exist_ok=True)
