@@ -122,16 +122,20 @@ def step_size(units: list[Unit], aggregation: str) -> StepSize:
                     units=float(max(1, len(units))), policy=step_normaliser(trained, aggregation))
 
 
-def reference_logprobs(learner: Learner, algorithm: Algorithm, lc: LossOptions,
-                       micro: list[list[Unit]]) -> tuple[list[torch.Tensor] | None, list[torch.Tensor] | None]:
+def reference_logprobs(learner: Learner, algorithm: Algorithm, lc: LossOptions, micro: list[list[Unit]],
+                       n_micro: int, spare: list[Unit],
+                       ) -> tuple[list[torch.Tensor] | None, list[torch.Tensor] | None]:
     """(old, ref) per micro-batch, before any weight moves: the rollout policy's log-probs when PPO clips over
-    several epochs, the reference policy's when the loss or the KL term reads them (None otherwise)."""
+    several epochs, the reference policy's when the loss or the KL term reads them (None otherwise). A rank in
+    lock step with fewer than `n_micro` micro-batches runs the missing forwards on `spare` and drops them, as
+    the update's loop does: under ZeRO-3 every rank's forward gathers the same modules in the same order."""
     old = ref = None
+    missing = [spare] * (n_micro - len(micro)) if learner.in_lock_step else []
     if algorithm.on_policy and lc.clip_eps is not None and lc.inner_epochs > 1:
         with torch.no_grad():
-            old = [learner.logprobs(_samples(b))[0].detach() for b in micro]
+            old = [learner.logprobs(_samples(b))[0].detach() for b in [*micro, *missing]][:len(micro)]
     if algorithm.needs_reference or lc.kl_coef > 0:
-        ref = [learner.logprobs(_samples(b), reference=True)[0].detach() for b in micro]
+        ref = [learner.logprobs(_samples(b), reference=True)[0].detach() for b in [*micro, *missing]][:len(micro)]
     return old, ref
 
 
@@ -201,7 +205,7 @@ def train_units(learner: Learner, algorithm: Algorithm, cfg: LearnConfig, units:
     spans = [range(a, b) for a, b in zip([0, *ends[:-1]], ends, strict=True)]
     n_micro = max_over_ranks(learner.accelerator, max(1, len(micro)))
     spare_batch = [Unit((samples[0] if samples else spare,))]
-    old, ref = reference_logprobs(learner, algorithm, lc, micro)
+    old, ref = reference_logprobs(learner, algorithm, lc, micro, n_micro, spare_batch)
     sums = {k: 0.0 for name in algorithm.metrics for k in (name, f"{name}/n")}
     tally = _Tally(sums=dict(sums))
     learner.model.train()

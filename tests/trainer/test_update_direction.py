@@ -224,3 +224,32 @@ def test_a_step_without_samples_runs_no_forward_in_one_process(comp, monkeypatch
     out = train_on_trees(learner, comp.algorithm, comp.cfg, [node])
     assert out.samples == 0.0 and out.loss == 0.0 and out.grad_norm == 0.0
     assert all(float(state[p]["step"]) == before[id(p)] + 1 for p in learner.trainable())
+
+
+def test_a_rank_short_of_micro_batches_runs_as_many_reference_forwards_as_the_others(comp, monkeypatch):
+    """Ranks in lock step, simulated in one process (`in_lock_step` forced; the most micro-batches a rank has
+    given as `n_micro`): a rank with fewer runs the missing reference forwards on the spare and drops them, as the
+    update's loop runs zero-weight micro-batches; under ZeRO-3 a rank that skipped them would wait in the next
+    gather of the others' forwards. Alone, a process runs its own only."""
+    from dataclasses import replace
+
+    from comlrl.learn.units import Unit
+    from comlrl.learn.update import reference_logprobs
+
+    unit = Unit((chat_sample(comp, 0, "x = 1\n"),))
+    learner = comp.trained()
+    calls: list[bool] = []
+    real = learner.logprobs
+
+    def counted(samples, reference=False):
+        calls.append(reference)
+        return real(samples, reference=reference)
+
+    monkeypatch.setattr(learner, "logprobs", counted)
+    with_kl = replace(comp.cfg.magrpo.loss, kl_coef=0.1)
+    _, alone = reference_logprobs(learner, comp.algorithm, with_kl, [[unit]], 3, [unit])
+    assert calls == [True] and len(alone) == 1
+    calls.clear()
+    monkeypatch.setattr(type(learner), "in_lock_step", property(lambda self: True))
+    _, ranked = reference_logprobs(learner, comp.algorithm, with_kl, [[unit]], 3, [unit])
+    assert calls == [True, True, True] and len(ranked) == 1 and torch.equal(ranked[0], alone[0])
