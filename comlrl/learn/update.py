@@ -130,12 +130,12 @@ def reference_logprobs(learner: Learner, algorithm: Algorithm, lc: LossOptions, 
     lock step with fewer than `n_micro` micro-batches runs the missing forwards on `spare` and drops them, as
     the update's loop does: under ZeRO-3 every rank's forward gathers the same modules in the same order."""
     old = ref = None
-    missing = [spare] * (n_micro - len(micro)) if learner.in_lock_step else []
+    batches = [*micro, *[spare] * (n_micro - len(micro))] if learner.in_lock_step else micro
     if algorithm.on_policy and lc.clip_eps is not None and lc.inner_epochs > 1:
         with torch.no_grad():
-            old = [learner.logprobs(_samples(b))[0].detach() for b in [*micro, *missing]][:len(micro)]
+            old = [learner.logprobs(_samples(b))[0].detach() for b in batches][:len(micro)]
     if algorithm.needs_reference or lc.kl_coef > 0:
-        ref = [learner.logprobs(_samples(b), reference=True)[0].detach() for b in [*micro, *missing]][:len(micro)]
+        ref = [learner.logprobs(_samples(b), reference=True)[0].detach() for b in batches][:len(micro)]
     return old, ref
 
 
